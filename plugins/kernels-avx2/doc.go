@@ -45,13 +45,13 @@
 // taken as +128 where the weight is negative.
 //
 // Covered types: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, TQ1_0, TQ2_0,
-// IQ3_XXS, IQ3_S, IQ1_S, IQ1_M (against Q8_K; the IQ3 and IQ1 ones also
-// for four activation rows at a time), Q8_0, Q4_0, Q5_0, MXFP4, IQ4_NL
+// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M (against Q8_K; the
+// IQ2, IQ3 and IQ1 ones also for four activation rows at a time), Q8_0, Q4_0, Q5_0, MXFP4, IQ4_NL
 // (against Q8_0), Q4_1, Q5_1 (against Q8_1), F32, F16, BF16; the others
 // Types lists run on the reference. IQ4_NL and IQ4_XS need no
 // precondition: their table values are never -128, so their sign trick
-// moves the sign onto the weight; the IQ3 kernels take |q8| as the
-// unsigned side too. The IQ1 kernels (and TQ1_0, TQ2_0) take the Q8_K
+// moves the sign onto the weight; the IQ2 and IQ3 kernels take |q8| as
+// the unsigned side too. The IQ1 kernels (and TQ1_0, TQ2_0) take the Q8_K
 // block's bsums for exact sums of its quants, which they are in every
 // Q8_K QuantizeActivation makes.
 //

@@ -119,22 +119,22 @@ func dotIQ4_XSAVX2(w *byte, a *byte, nb int) float32
 func dotIQ4_XSr8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
-func dotIQ2_XXSAVX2(w *byte, a *byte, nb int, grid *uint64) float32
+func dotIQ2_XXSAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotIQ2_XXSx4AVX2(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
+func dotIQ2_XSAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotIQ2_XSAVX2(w *byte, a *byte, nb int, grid *uint64) float32
+func dotIQ2_SAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotIQ2_XSx4AVX2(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
+func dotIQ2_XXSx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
-func dotIQ2_SAVX2(w *byte, a *byte, nb int, grid *uint64) float32
+func dotIQ2_XSx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
-func dotIQ2_Sx4AVX2(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
+func dotIQ2_Sx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotIQ3_XXSAVX2(w *byte, a *byte, nb int) float32
@@ -201,6 +201,30 @@ func dotFastBF16AVX2(w *byte, wstride int, a *byte, n int, rows int, out *float6
 
 //go:noescape
 func prepFastF16AVX2(src *byte, dst *byte, n int)
+
+//go:noescape
+func dotIQ2_SAVX2BMI2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ3_SAVX2BMI2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ1_SAVX2BMI2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ1_MAVX2BMI2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ2_Sx4AVX2BMI2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ3_Sx4AVX2BMI2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Sx4AVX2BMI2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Mx4AVX2BMI2(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func quantizeQ8KAVX2(x *float32, y *byte, nb int)

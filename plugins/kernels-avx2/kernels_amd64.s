@@ -8997,280 +8997,793 @@ donedotIQ4_XSr8AVX2:
 	VZEROUPPER
 	RET
 
-// func dotIQ2_XXSAVX2(w *byte, a *byte, nb int, grid *uint64) float32
+DATA grid_iq2xxsGrid<>+0(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+4(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+8(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+12(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+16(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+20(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+24(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+28(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+32(SB)/4, $0x08082b2b
+DATA grid_iq2xxsGrid<>+36(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+40(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+44(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+48(SB)/4, $0x08191908
+DATA grid_iq2xxsGrid<>+52(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+56(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+60(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+64(SB)/4, $0x082b082b
+DATA grid_iq2xxsGrid<>+68(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+72(SB)/4, $0x082b2b08
+DATA grid_iq2xxsGrid<>+76(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+80(SB)/4, $0x082b2b2b
+DATA grid_iq2xxsGrid<>+84(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+88(SB)/4, $0x19080819
+DATA grid_iq2xxsGrid<>+92(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+96(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+100(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+104(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+108(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+112(SB)/4, $0x19192b08
+DATA grid_iq2xxsGrid<>+116(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+120(SB)/4, $0x192b0819
+DATA grid_iq2xxsGrid<>+124(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+128(SB)/4, $0x192b1908
+DATA grid_iq2xxsGrid<>+132(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+136(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+140(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+144(SB)/4, $0x2b08082b
+DATA grid_iq2xxsGrid<>+148(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+152(SB)/4, $0x2b082b2b
+DATA grid_iq2xxsGrid<>+156(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+160(SB)/4, $0x2b2b082b
+DATA grid_iq2xxsGrid<>+164(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+168(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+172(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+176(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+180(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+184(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+188(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+192(SB)/4, $0x08191919
+DATA grid_iq2xxsGrid<>+196(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+200(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+204(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+208(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+212(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+216(SB)/4, $0x2b192b08
+DATA grid_iq2xxsGrid<>+220(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+224(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+228(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+232(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+236(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+240(SB)/4, $0x082b082b
+DATA grid_iq2xxsGrid<>+244(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+248(SB)/4, $0x2b08082b
+DATA grid_iq2xxsGrid<>+252(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+256(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+260(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+264(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+268(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+272(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+276(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+280(SB)/4, $0x082b0819
+DATA grid_iq2xxsGrid<>+284(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+288(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+292(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+296(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+300(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+304(SB)/4, $0x1908082b
+DATA grid_iq2xxsGrid<>+308(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+312(SB)/4, $0x19082b08
+DATA grid_iq2xxsGrid<>+316(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+320(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+324(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+328(SB)/4, $0x2b080819
+DATA grid_iq2xxsGrid<>+332(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+336(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+340(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+344(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+348(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+352(SB)/4, $0x2b2b1908
+DATA grid_iq2xxsGrid<>+356(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+360(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+364(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+368(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+372(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+376(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+380(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+384(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+388(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+392(SB)/4, $0x1908192b
+DATA grid_iq2xxsGrid<>+396(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+400(SB)/4, $0x192b2b19
+DATA grid_iq2xxsGrid<>+404(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+408(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+412(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+416(SB)/4, $0x2b190819
+DATA grid_iq2xxsGrid<>+420(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+424(SB)/4, $0x08082b19
+DATA grid_iq2xxsGrid<>+428(SB)/4, $0x0808192b
+DATA grid_iq2xxsGrid<>+432(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+436(SB)/4, $0x0808192b
+DATA grid_iq2xxsGrid<>+440(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+444(SB)/4, $0x0808192b
+DATA grid_iq2xxsGrid<>+448(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+452(SB)/4, $0x0808192b
+DATA grid_iq2xxsGrid<>+456(SB)/4, $0x2b2b1908
+DATA grid_iq2xxsGrid<>+460(SB)/4, $0x0808192b
+DATA grid_iq2xxsGrid<>+464(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+468(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+472(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+476(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+480(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+484(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+488(SB)/4, $0x08191908
+DATA grid_iq2xxsGrid<>+492(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+496(SB)/4, $0x082b2b08
+DATA grid_iq2xxsGrid<>+500(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+504(SB)/4, $0x19080819
+DATA grid_iq2xxsGrid<>+508(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+512(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+516(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+520(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+524(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+528(SB)/4, $0x1919082b
+DATA grid_iq2xxsGrid<>+532(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+536(SB)/4, $0x2b082b08
+DATA grid_iq2xxsGrid<>+540(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+544(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+548(SB)/4, $0x08082b19
+DATA grid_iq2xxsGrid<>+552(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+556(SB)/4, $0x08082b19
+DATA grid_iq2xxsGrid<>+560(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+564(SB)/4, $0x08082b2b
+DATA grid_iq2xxsGrid<>+568(SB)/4, $0x08191908
+DATA grid_iq2xxsGrid<>+572(SB)/4, $0x08082b2b
+DATA grid_iq2xxsGrid<>+576(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+580(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+584(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+588(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+592(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+596(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+600(SB)/4, $0x082b0819
+DATA grid_iq2xxsGrid<>+604(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+608(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+612(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+616(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+620(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+624(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+628(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+632(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+636(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+640(SB)/4, $0x2b191919
+DATA grid_iq2xxsGrid<>+644(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+648(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+652(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+656(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+660(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+664(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+668(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+672(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+676(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+680(SB)/4, $0x19192b2b
+DATA grid_iq2xxsGrid<>+684(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+688(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+692(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+696(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+700(SB)/4, $0x0819082b
+DATA grid_iq2xxsGrid<>+704(SB)/4, $0x19081919
+DATA grid_iq2xxsGrid<>+708(SB)/4, $0x0819082b
+DATA grid_iq2xxsGrid<>+712(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+716(SB)/4, $0x08191908
+DATA grid_iq2xxsGrid<>+720(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+724(SB)/4, $0x08191908
+DATA grid_iq2xxsGrid<>+728(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+732(SB)/4, $0x08191908
+DATA grid_iq2xxsGrid<>+736(SB)/4, $0x082b1919
+DATA grid_iq2xxsGrid<>+740(SB)/4, $0x08191908
+DATA grid_iq2xxsGrid<>+744(SB)/4, $0x19082b19
+DATA grid_iq2xxsGrid<>+748(SB)/4, $0x08191908
+DATA grid_iq2xxsGrid<>+752(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+756(SB)/4, $0x08191908
+DATA grid_iq2xxsGrid<>+760(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+764(SB)/4, $0x08191919
+DATA grid_iq2xxsGrid<>+768(SB)/4, $0x192b082b
+DATA grid_iq2xxsGrid<>+772(SB)/4, $0x08191919
+DATA grid_iq2xxsGrid<>+776(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+780(SB)/4, $0x0819192b
+DATA grid_iq2xxsGrid<>+784(SB)/4, $0x0819192b
+DATA grid_iq2xxsGrid<>+788(SB)/4, $0x0819192b
+DATA grid_iq2xxsGrid<>+792(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+796(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+800(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+804(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+808(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+812(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+816(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+820(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+824(SB)/4, $0x2b080819
+DATA grid_iq2xxsGrid<>+828(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+832(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+836(SB)/4, $0x08192b19
+DATA grid_iq2xxsGrid<>+840(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+844(SB)/4, $0x08192b19
+DATA grid_iq2xxsGrid<>+848(SB)/4, $0x2b2b0808
+DATA grid_iq2xxsGrid<>+852(SB)/4, $0x08192b19
+DATA grid_iq2xxsGrid<>+856(SB)/4, $0x19190819
+DATA grid_iq2xxsGrid<>+860(SB)/4, $0x08192b2b
+DATA grid_iq2xxsGrid<>+864(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+868(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+872(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+876(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+880(SB)/4, $0x08082b2b
+DATA grid_iq2xxsGrid<>+884(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+888(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+892(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+896(SB)/4, $0x192b0819
+DATA grid_iq2xxsGrid<>+900(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+904(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+908(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+912(SB)/4, $0x2b08082b
+DATA grid_iq2xxsGrid<>+916(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+920(SB)/4, $0x082b2b19
+DATA grid_iq2xxsGrid<>+924(SB)/4, $0x082b0819
+DATA grid_iq2xxsGrid<>+928(SB)/4, $0x19082b08
+DATA grid_iq2xxsGrid<>+932(SB)/4, $0x082b0819
+DATA grid_iq2xxsGrid<>+936(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+940(SB)/4, $0x082b082b
+DATA grid_iq2xxsGrid<>+944(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+948(SB)/4, $0x082b082b
+DATA grid_iq2xxsGrid<>+952(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+956(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+960(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+964(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+968(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+972(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+976(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+980(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+984(SB)/4, $0x1919192b
+DATA grid_iq2xxsGrid<>+988(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+992(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+996(SB)/4, $0x082b1919
+DATA grid_iq2xxsGrid<>+1000(SB)/4, $0x19080819
+DATA grid_iq2xxsGrid<>+1004(SB)/4, $0x082b1919
+DATA grid_iq2xxsGrid<>+1008(SB)/4, $0x192b1908
+DATA grid_iq2xxsGrid<>+1012(SB)/4, $0x082b1919
+DATA grid_iq2xxsGrid<>+1016(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+1020(SB)/4, $0x082b192b
+DATA grid_iq2xxsGrid<>+1024(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+1028(SB)/4, $0x082b2b08
+DATA grid_iq2xxsGrid<>+1032(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+1036(SB)/4, $0x082b2b08
+DATA grid_iq2xxsGrid<>+1040(SB)/4, $0x2b191908
+DATA grid_iq2xxsGrid<>+1044(SB)/4, $0x082b2b08
+DATA grid_iq2xxsGrid<>+1048(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+1052(SB)/4, $0x082b2b2b
+DATA grid_iq2xxsGrid<>+1056(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+1060(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1064(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+1068(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1072(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+1076(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1080(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+1084(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1088(SB)/4, $0x082b0819
+DATA grid_iq2xxsGrid<>+1092(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1096(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+1100(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1104(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1108(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1112(SB)/4, $0x19082b08
+DATA grid_iq2xxsGrid<>+1116(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1120(SB)/4, $0x1919192b
+DATA grid_iq2xxsGrid<>+1124(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1128(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+1132(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1136(SB)/4, $0x2b080819
+DATA grid_iq2xxsGrid<>+1140(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1144(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+1148(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1152(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+1156(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1160(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1164(SB)/4, $0x19080819
+DATA grid_iq2xxsGrid<>+1168(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+1172(SB)/4, $0x19080819
+DATA grid_iq2xxsGrid<>+1176(SB)/4, $0x192b0819
+DATA grid_iq2xxsGrid<>+1180(SB)/4, $0x19080819
+DATA grid_iq2xxsGrid<>+1184(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+1188(SB)/4, $0x19080819
+DATA grid_iq2xxsGrid<>+1192(SB)/4, $0x2b081919
+DATA grid_iq2xxsGrid<>+1196(SB)/4, $0x19080819
+DATA grid_iq2xxsGrid<>+1200(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+1204(SB)/4, $0x1908082b
+DATA grid_iq2xxsGrid<>+1208(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+1212(SB)/4, $0x1908082b
+DATA grid_iq2xxsGrid<>+1216(SB)/4, $0x19082b08
+DATA grid_iq2xxsGrid<>+1220(SB)/4, $0x1908082b
+DATA grid_iq2xxsGrid<>+1224(SB)/4, $0x1919192b
+DATA grid_iq2xxsGrid<>+1228(SB)/4, $0x1908082b
+DATA grid_iq2xxsGrid<>+1232(SB)/4, $0x192b2b08
+DATA grid_iq2xxsGrid<>+1236(SB)/4, $0x1908082b
+DATA grid_iq2xxsGrid<>+1240(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1244(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+1248(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+1252(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+1256(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+1260(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+1264(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+1268(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+1272(SB)/4, $0x2b192b19
+DATA grid_iq2xxsGrid<>+1276(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+1280(SB)/4, $0x0819082b
+DATA grid_iq2xxsGrid<>+1284(SB)/4, $0x19081919
+DATA grid_iq2xxsGrid<>+1288(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+1292(SB)/4, $0x19081919
+DATA grid_iq2xxsGrid<>+1296(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1300(SB)/4, $0x1908192b
+DATA grid_iq2xxsGrid<>+1304(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+1308(SB)/4, $0x19082b08
+DATA grid_iq2xxsGrid<>+1312(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+1316(SB)/4, $0x19082b08
+DATA grid_iq2xxsGrid<>+1320(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+1324(SB)/4, $0x19082b08
+DATA grid_iq2xxsGrid<>+1328(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1332(SB)/4, $0x19082b08
+DATA grid_iq2xxsGrid<>+1336(SB)/4, $0x19081919
+DATA grid_iq2xxsGrid<>+1340(SB)/4, $0x19082b08
+DATA grid_iq2xxsGrid<>+1344(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1348(SB)/4, $0x19082b19
+DATA grid_iq2xxsGrid<>+1352(SB)/4, $0x19192b08
+DATA grid_iq2xxsGrid<>+1356(SB)/4, $0x19082b19
+DATA grid_iq2xxsGrid<>+1360(SB)/4, $0x192b0819
+DATA grid_iq2xxsGrid<>+1364(SB)/4, $0x19082b19
+DATA grid_iq2xxsGrid<>+1368(SB)/4, $0x2b08082b
+DATA grid_iq2xxsGrid<>+1372(SB)/4, $0x19082b19
+DATA grid_iq2xxsGrid<>+1376(SB)/4, $0x19081919
+DATA grid_iq2xxsGrid<>+1380(SB)/4, $0x19082b2b
+DATA grid_iq2xxsGrid<>+1384(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+1388(SB)/4, $0x19082b2b
+DATA grid_iq2xxsGrid<>+1392(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1396(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+1400(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+1404(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+1408(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+1412(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+1416(SB)/4, $0x08192b19
+DATA grid_iq2xxsGrid<>+1420(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+1424(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+1428(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+1432(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+1436(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+1440(SB)/4, $0x2b082b08
+DATA grid_iq2xxsGrid<>+1444(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+1448(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+1452(SB)/4, $0x19190819
+DATA grid_iq2xxsGrid<>+1456(SB)/4, $0x1908082b
+DATA grid_iq2xxsGrid<>+1460(SB)/4, $0x19190819
+DATA grid_iq2xxsGrid<>+1464(SB)/4, $0x2b2b1908
+DATA grid_iq2xxsGrid<>+1468(SB)/4, $0x19190819
+DATA grid_iq2xxsGrid<>+1472(SB)/4, $0x2b190819
+DATA grid_iq2xxsGrid<>+1476(SB)/4, $0x1919082b
+DATA grid_iq2xxsGrid<>+1480(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+1484(SB)/4, $0x19191908
+DATA grid_iq2xxsGrid<>+1488(SB)/4, $0x2b19082b
+DATA grid_iq2xxsGrid<>+1492(SB)/4, $0x19191908
+DATA grid_iq2xxsGrid<>+1496(SB)/4, $0x08082b2b
+DATA grid_iq2xxsGrid<>+1500(SB)/4, $0x19191919
+DATA grid_iq2xxsGrid<>+1504(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+1508(SB)/4, $0x1919192b
+DATA grid_iq2xxsGrid<>+1512(SB)/4, $0x19191908
+DATA grid_iq2xxsGrid<>+1516(SB)/4, $0x1919192b
+DATA grid_iq2xxsGrid<>+1520(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1524(SB)/4, $0x19192b08
+DATA grid_iq2xxsGrid<>+1528(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+1532(SB)/4, $0x19192b08
+DATA grid_iq2xxsGrid<>+1536(SB)/4, $0x08192b19
+DATA grid_iq2xxsGrid<>+1540(SB)/4, $0x19192b08
+DATA grid_iq2xxsGrid<>+1544(SB)/4, $0x192b1908
+DATA grid_iq2xxsGrid<>+1548(SB)/4, $0x19192b08
+DATA grid_iq2xxsGrid<>+1552(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1556(SB)/4, $0x19192b19
+DATA grid_iq2xxsGrid<>+1560(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+1564(SB)/4, $0x19192b2b
+DATA grid_iq2xxsGrid<>+1568(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+1572(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+1576(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+1580(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+1584(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1588(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+1592(SB)/4, $0x192b2b08
+DATA grid_iq2xxsGrid<>+1596(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+1600(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1604(SB)/4, $0x192b0819
+DATA grid_iq2xxsGrid<>+1608(SB)/4, $0x19191919
+DATA grid_iq2xxsGrid<>+1612(SB)/4, $0x192b0819
+DATA grid_iq2xxsGrid<>+1616(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+1620(SB)/4, $0x192b082b
+DATA grid_iq2xxsGrid<>+1624(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+1628(SB)/4, $0x192b082b
+DATA grid_iq2xxsGrid<>+1632(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1636(SB)/4, $0x192b1908
+DATA grid_iq2xxsGrid<>+1640(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+1644(SB)/4, $0x192b1908
+DATA grid_iq2xxsGrid<>+1648(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+1652(SB)/4, $0x192b1919
+DATA grid_iq2xxsGrid<>+1656(SB)/4, $0x0819082b
+DATA grid_iq2xxsGrid<>+1660(SB)/4, $0x192b1919
+DATA grid_iq2xxsGrid<>+1664(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+1668(SB)/4, $0x192b1919
+DATA grid_iq2xxsGrid<>+1672(SB)/4, $0x1908082b
+DATA grid_iq2xxsGrid<>+1676(SB)/4, $0x192b2b08
+DATA grid_iq2xxsGrid<>+1680(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1684(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+1688(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+1692(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+1696(SB)/4, $0x08082b2b
+DATA grid_iq2xxsGrid<>+1700(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+1704(SB)/4, $0x19080819
+DATA grid_iq2xxsGrid<>+1708(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+1712(SB)/4, $0x2b08082b
+DATA grid_iq2xxsGrid<>+1716(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+1720(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+1724(SB)/4, $0x2b080819
+DATA grid_iq2xxsGrid<>+1728(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+1732(SB)/4, $0x2b080819
+DATA grid_iq2xxsGrid<>+1736(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1740(SB)/4, $0x2b080819
+DATA grid_iq2xxsGrid<>+1744(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+1748(SB)/4, $0x2b08082b
+DATA grid_iq2xxsGrid<>+1752(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+1756(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+1760(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+1764(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+1768(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+1772(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+1776(SB)/4, $0x08191919
+DATA grid_iq2xxsGrid<>+1780(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+1784(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1788(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+1792(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+1796(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+1800(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1804(SB)/4, $0x2b081919
+DATA grid_iq2xxsGrid<>+1808(SB)/4, $0x1908192b
+DATA grid_iq2xxsGrid<>+1812(SB)/4, $0x2b081919
+DATA grid_iq2xxsGrid<>+1816(SB)/4, $0x2b191908
+DATA grid_iq2xxsGrid<>+1820(SB)/4, $0x2b081919
+DATA grid_iq2xxsGrid<>+1824(SB)/4, $0x08082b19
+DATA grid_iq2xxsGrid<>+1828(SB)/4, $0x2b08192b
+DATA grid_iq2xxsGrid<>+1832(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1836(SB)/4, $0x2b08192b
+DATA grid_iq2xxsGrid<>+1840(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+1844(SB)/4, $0x2b08192b
+DATA grid_iq2xxsGrid<>+1848(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+1852(SB)/4, $0x2b082b08
+DATA grid_iq2xxsGrid<>+1856(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+1860(SB)/4, $0x2b082b19
+DATA grid_iq2xxsGrid<>+1864(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+1868(SB)/4, $0x2b082b2b
+DATA grid_iq2xxsGrid<>+1872(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+1876(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+1880(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+1884(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+1888(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+1892(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+1896(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1900(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+1904(SB)/4, $0x2b2b0819
+DATA grid_iq2xxsGrid<>+1908(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+1912(SB)/4, $0x0819192b
+DATA grid_iq2xxsGrid<>+1916(SB)/4, $0x2b190819
+DATA grid_iq2xxsGrid<>+1920(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+1924(SB)/4, $0x2b190819
+DATA grid_iq2xxsGrid<>+1928(SB)/4, $0x19081919
+DATA grid_iq2xxsGrid<>+1932(SB)/4, $0x2b19082b
+DATA grid_iq2xxsGrid<>+1936(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1940(SB)/4, $0x2b191908
+DATA grid_iq2xxsGrid<>+1944(SB)/4, $0x082b082b
+DATA grid_iq2xxsGrid<>+1948(SB)/4, $0x2b191908
+DATA grid_iq2xxsGrid<>+1952(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+1956(SB)/4, $0x2b191908
+DATA grid_iq2xxsGrid<>+1960(SB)/4, $0x19190819
+DATA grid_iq2xxsGrid<>+1964(SB)/4, $0x2b191919
+DATA grid_iq2xxsGrid<>+1968(SB)/4, $0x2b080819
+DATA grid_iq2xxsGrid<>+1972(SB)/4, $0x2b192b08
+DATA grid_iq2xxsGrid<>+1976(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+1980(SB)/4, $0x2b192b19
+DATA grid_iq2xxsGrid<>+1984(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+1988(SB)/4, $0x2b2b0808
+DATA grid_iq2xxsGrid<>+1992(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+1996(SB)/4, $0x2b2b0808
+DATA grid_iq2xxsGrid<>+2000(SB)/4, $0x2b081919
+DATA grid_iq2xxsGrid<>+2004(SB)/4, $0x2b2b0808
+DATA grid_iq2xxsGrid<>+2008(SB)/4, $0x08082b19
+DATA grid_iq2xxsGrid<>+2012(SB)/4, $0x2b2b0819
+DATA grid_iq2xxsGrid<>+2016(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+2020(SB)/4, $0x2b2b082b
+DATA grid_iq2xxsGrid<>+2024(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+2028(SB)/4, $0x2b2b1908
+DATA grid_iq2xxsGrid<>+2032(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+2036(SB)/4, $0x2b2b2b08
+DATA grid_iq2xxsGrid<>+2040(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+2044(SB)/4, $0x2b2b2b19
+GLOBL grid_iq2xxsGrid<>(SB), RODATA|NOPTR, $2048
+
+// func dotIQ2_XXSAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ2_XXSAVX2(SB), NOSPLIT, $0-36
+TEXT ·dotIQ2_XXSAVX2(SB), NOSPLIT, $32-28
 	MOVQ    w+0(FP), AX
 	MOVQ    a+8(FP), CX
 	MOVQ    nb+16(FP), DX
-	MOVQ    grid+24(FP), BX
-	VMOVDQU iq2bits<>+0(SB), Y0
-	VMOVDQU iq2spread<>+0(SB), Y1
-	VPXOR   X2, X2, X2
+	LEAQ    grid_iq2xxsGrid<>+0(SB), BX
+	VMOVDQU iq3spread<>+0(SB), Y0
+	VMOVDQU iq3bits<>+0(SB), Y1
+	VMOVDQU v32_01010101<>+0(SB), Y2
+	VXORPS  X3, X3, X3
 	TESTQ   DX, DX
 	JZ      donedotIQ2_XXSAVX2
 
 loopdotIQ2_XXSAVX2:
-	VMOVDQU      2(AX), Y3
-	VMOVDQU      34(AX), Y4
-	VSHUFPS      $0xdd, Y4, Y3, Y3
-	VPSRLD       $0x1c, Y3, Y4
-	VPADDD       Y4, Y4, Y4
-	VPOR         v32_00000001<>+0(SB), Y4, Y4
-	VPSLLD       $0x10, Y4, Y5
-	VPOR         Y5, Y4, Y4
-	VPAND        v32_00003fff<>+0(SB), Y3, Y5
-	VPAND        v32_0fffc000<>+0(SB), Y3, Y3
-	VPSLLD       $0x02, Y3, Y3
-	VPOR         Y3, Y5, Y5
-	VPAND        v32_3f803f80<>+0(SB), Y5, Y3
-	VPAND        v32_007f007f<>+0(SB), Y5, Y5
-	VPSLLD       $0x01, Y3, Y3
-	VPOR         Y3, Y5, Y5
-	VPAND        v32_0f0f0f0f<>+0(SB), Y5, Y3
-	VPSRLW       $0x04, Y5, Y6
-	VPAND        v32_0f0f0f0f<>+0(SB), Y6, Y6
-	VMOVDQU      iq2par<>+0(SB), Y7
-	VPSHUFB      Y3, Y7, Y3
-	VPSHUFB      Y6, Y7, Y6
-	VPXOR        Y6, Y3, Y3
-	VPOR         Y3, Y5, Y5
-	VPXOR        Y3, Y3, Y3
-	VPXOR        Y6, Y6, Y6
-	VPERMQ       $0x44, Y4, Y7
-	VPERMQ       $0x44, Y5, Y8
-	MOVBQZX      2(AX), SI
-	MOVBQZX      3(AX), DI
-	MOVBQZX      4(AX), R8
-	MOVBQZX      5(AX), R9
-	VPBROADCASTQ (BX)(SI*8), Y9
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VPBROADCASTQ (BX)(R8*8), X10
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0x00, Y8, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0x00, Y7, Y11
-	VMOVDQU      4(CX), Y12
-	VPMADDUBSW   Y12, Y9, Y9
-	VPMADDUBSW   Y12, Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	MOVBQZX      10(AX), SI
-	MOVBQZX      11(AX), DI
-	MOVBQZX      12(AX), R8
-	MOVBQZX      13(AX), R9
-	VPBROADCASTQ (BX)(SI*8), Y9
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VPBROADCASTQ (BX)(R8*8), X10
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0x55, Y8, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0x55, Y7, Y11
-	VMOVDQU      36(CX), Y12
-	VPMADDUBSW   Y12, Y9, Y9
-	VPMADDUBSW   Y12, Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y6, Y6
-	MOVBQZX      34(AX), SI
-	MOVBQZX      35(AX), DI
-	MOVBQZX      36(AX), R8
-	MOVBQZX      37(AX), R9
-	VPBROADCASTQ (BX)(SI*8), Y9
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VPBROADCASTQ (BX)(R8*8), X10
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0xaa, Y8, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0xaa, Y7, Y11
-	VMOVDQU      132(CX), Y12
-	VPMADDUBSW   Y12, Y9, Y9
-	VPMADDUBSW   Y12, Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	MOVBQZX      42(AX), SI
-	MOVBQZX      43(AX), DI
-	MOVBQZX      44(AX), R8
-	MOVBQZX      45(AX), R9
-	VPBROADCASTQ (BX)(SI*8), Y9
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VPBROADCASTQ (BX)(R8*8), X10
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0xff, Y8, Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y9, Y8, Y8
-	VPSHUFD      $0xff, Y7, Y7
-	VMOVDQU      164(CX), Y10
-	VPMADDUBSW   Y10, Y9, Y9
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y9, Y9
-	VPSUBW       Y8, Y9, Y9
-	VPMADDWD     Y7, Y9, Y9
-	VPADDD       Y9, Y6, Y6
-	VPERMQ       $0xee, Y4, Y4
-	VPERMQ       $0xee, Y5, Y5
-	MOVBQZX      18(AX), SI
-	MOVBQZX      19(AX), DI
-	MOVBQZX      20(AX), R8
-	MOVBQZX      21(AX), R9
-	VPBROADCASTQ (BX)(SI*8), Y7
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y7, Y7
-	VPSHUFD      $0x00, Y5, Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y7, Y8, Y8
-	VPSHUFD      $0x00, Y4, Y9
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VMOVDQU      2(AX), Y6
+	VMOVDQU      34(AX), Y7
+	VSHUFPS      $0xdd, Y7, Y6, Y6
+	VPAND        v32_00003fff<>+0(SB), Y6, Y7
+	VPSLLD       $0x02, Y6, Y8
+	VPAND        v32_3fff0000<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPAND        v32_007f007f<>+0(SB), Y7, Y9
+	VPSLLD       $0x01, Y7, Y8
+	VPAND        v32_7f007f00<>+0(SB), Y8, Y8
+	VPOR         Y8, Y9, Y9
+	VMOVDQU      iq2par<>+0(SB), Y10
+	VPAND        v32_0f0f0f0f<>+0(SB), Y9, Y7
+	VPSRLD       $0x04, Y9, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VPSHUFB      Y7, Y10, Y7
+	VPSHUFB      Y8, Y10, Y8
+	VPXOR        Y8, Y7, Y7
+	VPOR         Y7, Y9, Y9
+	VMOVDQU      Y9, (SP)
+	VPSRLD       $0x1c, Y6, Y6
+	VPADDD       Y6, Y6, Y6
+	VPOR         v32_00000001<>+0(SB), Y6, Y6
+	VPSLLD       $0x10, Y6, Y7
+	VPOR         Y7, Y6, Y6
+	VPERMQ       $0x88, Y6, Y7
+	VPERMQ       $0xdd, Y6, Y6
+	MOVBLZX      2(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	MOVBLZX      3(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X8, X8
+	MOVBLZX      4(AX), SI
+	VPBROADCASTQ (BX)(SI*8), X9
+	MOVBLZX      5(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPSHUFD      $0x00, Y7, Y9
+	VPBROADCASTD (SP), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      4(CX), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVBLZX      10(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	MOVBLZX      11(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X8, X8
+	MOVBLZX      12(AX), SI
+	VPBROADCASTQ (BX)(SI*8), X9
+	MOVBLZX      13(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPSHUFD      $0x55, Y7, Y9
+	VPBROADCASTD 4(SP), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      36(CX), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	MOVBLZX      18(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	MOVBLZX      19(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X8, X8
+	MOVBLZX      20(AX), SI
+	VPBROADCASTQ (BX)(SI*8), X9
+	MOVBLZX      21(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPSHUFD      $0xaa, Y7, Y9
+	VPBROADCASTD 16(SP), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
 	VMOVDQU      68(CX), Y10
-	VPMADDUBSW   Y10, Y7, Y7
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y7, Y7
-	VPSUBW       Y8, Y7, Y7
-	VPMADDWD     Y9, Y7, Y7
-	VPADDD       Y7, Y3, Y3
-	MOVBQZX      26(AX), SI
-	MOVBQZX      27(AX), DI
-	MOVBQZX      28(AX), R8
-	MOVBQZX      29(AX), R9
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVBLZX      26(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	MOVBLZX      27(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X8, X8
+	MOVBLZX      28(AX), SI
+	VPBROADCASTQ (BX)(SI*8), X9
+	MOVBLZX      29(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPSHUFD      $0xff, Y7, Y7
+	VPBROADCASTD 20(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y8, Y8
+	VMOVDQU      100(CX), Y9
+	VPSIGNB      Y9, Y8, Y8
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVBLZX      34(AX), SI
 	VPBROADCASTQ (BX)(SI*8), Y7
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
+	MOVBLZX      35(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X7, X7
+	MOVBLZX      36(AX), SI
+	VPBROADCASTQ (BX)(SI*8), X8
+	MOVBLZX      37(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X8, X8
 	VINSERTI128  $0x01, X8, Y7, Y7
-	VPSHUFD      $0x55, Y5, Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y7, Y8, Y8
-	VPSHUFD      $0x55, Y4, Y9
-	VMOVDQU      100(CX), Y10
-	VPMADDUBSW   Y10, Y7, Y7
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y7, Y7
-	VPSUBW       Y8, Y7, Y7
-	VPMADDWD     Y9, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	MOVBQZX      50(AX), SI
-	MOVBQZX      51(AX), DI
-	MOVBQZX      52(AX), R8
-	MOVBQZX      53(AX), R9
+	VPSHUFD      $0x00, Y6, Y8
+	VPBROADCASTD 8(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y7, Y7
+	VMOVDQU      132(CX), Y9
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVBLZX      42(AX), SI
 	VPBROADCASTQ (BX)(SI*8), Y7
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
+	MOVBLZX      43(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X7, X7
+	MOVBLZX      44(AX), SI
+	VPBROADCASTQ (BX)(SI*8), X8
+	MOVBLZX      45(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X8, X8
 	VINSERTI128  $0x01, X8, Y7, Y7
-	VPSHUFD      $0xaa, Y5, Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y7, Y8, Y8
-	VPSHUFD      $0xaa, Y4, Y9
-	VMOVDQU      196(CX), Y10
-	VPMADDUBSW   Y10, Y7, Y7
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y7, Y7
-	VPSUBW       Y8, Y7, Y7
-	VPMADDWD     Y9, Y7, Y7
-	VPADDD       Y7, Y3, Y3
-	MOVBQZX      58(AX), SI
-	MOVBQZX      59(AX), DI
-	MOVBQZX      60(AX), R8
-	MOVBQZX      61(AX), R9
+	VPSHUFD      $0x55, Y6, Y8
+	VPBROADCASTD 12(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y7, Y7
+	VMOVDQU      164(CX), Y9
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVBLZX      50(AX), SI
 	VPBROADCASTQ (BX)(SI*8), Y7
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
+	MOVBLZX      51(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X7, X7
+	MOVBLZX      52(AX), SI
+	VPBROADCASTQ (BX)(SI*8), X8
+	MOVBLZX      53(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X8, X8
 	VINSERTI128  $0x01, X8, Y7, Y7
-	VPSHUFD      $0xff, Y5, Y5
-	VPSHUFB      Y1, Y5, Y5
-	VPAND        Y0, Y5, Y5
-	VPCMPEQB     Y0, Y5, Y5
-	VPAND        Y7, Y5, Y5
-	VPSHUFD      $0xff, Y4, Y4
+	VPSHUFD      $0xaa, Y6, Y8
+	VPBROADCASTD 24(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y7, Y7
+	VMOVDQU      196(CX), Y9
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVBLZX      58(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y7
+	MOVBLZX      59(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X7, X7
+	MOVBLZX      60(AX), SI
+	VPBROADCASTQ (BX)(SI*8), X8
+	MOVBLZX      61(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X8, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPSHUFD      $0xff, Y6, Y6
+	VPBROADCASTD 28(SP), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPCMPEQB     Y1, Y8, Y8
+	VPOR         Y2, Y8, Y8
+	VPSIGNB      Y8, Y7, Y7
 	VMOVDQU      228(CX), Y8
-	VPMADDUBSW   Y8, Y7, Y7
-	VPMADDUBSW   Y8, Y5, Y5
-	VPSUBW       Y5, Y7, Y7
-	VPSUBW       Y5, Y7, Y7
-	VPMADDWD     Y4, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	VPBROADCASTW (AX), X4
-	VCVTPH2PS    X4, X4
-	VEXTRACTI128 $0x01, Y3, X5
-	VPADDD       X5, X3, X5
-	VPSHUFD      $0x4e, X5, X3
-	VPADDD       X3, X5, X5
-	VPSHUFD      $0xb1, X5, X3
-	VPADDD       X3, X5, X5
-	VCVTDQ2PS    X5, X5
-	VMULSS       (CX), X4, X4
+	VPSIGNB      Y8, Y7, Y7
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y7, Y8, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, X6
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX), X6, X5
 	VMULSS       X5, X4, X4
-	VADDSS       X4, X2, X2
+	VADDSS       X4, X3, X3
 	ADDQ         $0x00000042, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
 	JNZ          loopdotIQ2_XXSAVX2
 
 donedotIQ2_XXSAVX2:
-	VBROADCASTSS c32_3e000000<>+0(SB), X0
-	VMULSS       X0, X2, X2
-	MOVSS        X2, ret+32(FP)
+	VMULSS c32_3e000000<>+0(SB), X3, X3
+	MOVSS  X3, ret+24(FP)
 	VZEROUPPER
 	RET
 
-DATA iq2bits<>+0(SB)/4, $0x08040201
-DATA iq2bits<>+4(SB)/4, $0x80402010
-DATA iq2bits<>+8(SB)/4, $0x08040201
-DATA iq2bits<>+12(SB)/4, $0x80402010
-DATA iq2bits<>+16(SB)/4, $0x08040201
-DATA iq2bits<>+20(SB)/4, $0x80402010
-DATA iq2bits<>+24(SB)/4, $0x08040201
-DATA iq2bits<>+28(SB)/4, $0x80402010
-GLOBL iq2bits<>(SB), RODATA|NOPTR, $32
+DATA iq3spread<>+0(SB)/4, $0x00000000
+DATA iq3spread<>+4(SB)/4, $0x00000000
+DATA iq3spread<>+8(SB)/4, $0x01010101
+DATA iq3spread<>+12(SB)/4, $0x01010101
+DATA iq3spread<>+16(SB)/4, $0x02020202
+DATA iq3spread<>+20(SB)/4, $0x02020202
+DATA iq3spread<>+24(SB)/4, $0x03030303
+DATA iq3spread<>+28(SB)/4, $0x03030303
+GLOBL iq3spread<>(SB), RODATA|NOPTR, $32
 
-DATA iq2spread<>+0(SB)/4, $0x00000000
-DATA iq2spread<>+4(SB)/4, $0x00000000
-DATA iq2spread<>+8(SB)/4, $0x01010101
-DATA iq2spread<>+12(SB)/4, $0x01010101
-DATA iq2spread<>+16(SB)/4, $0x02020202
-DATA iq2spread<>+20(SB)/4, $0x02020202
-DATA iq2spread<>+24(SB)/4, $0x03030303
-DATA iq2spread<>+28(SB)/4, $0x03030303
-GLOBL iq2spread<>(SB), RODATA|NOPTR, $32
+DATA iq3bits<>+0(SB)/4, $0x08040201
+DATA iq3bits<>+4(SB)/4, $0x80402010
+DATA iq3bits<>+8(SB)/4, $0x08040201
+DATA iq3bits<>+12(SB)/4, $0x80402010
+DATA iq3bits<>+16(SB)/4, $0x08040201
+DATA iq3bits<>+20(SB)/4, $0x80402010
+DATA iq3bits<>+24(SB)/4, $0x08040201
+DATA iq3bits<>+28(SB)/4, $0x80402010
+GLOBL iq3bits<>(SB), RODATA|NOPTR, $32
 
-DATA v32_00000001<>+0(SB)/4, $0x00000001
-DATA v32_00000001<>+4(SB)/4, $0x00000001
-DATA v32_00000001<>+8(SB)/4, $0x00000001
-DATA v32_00000001<>+12(SB)/4, $0x00000001
-DATA v32_00000001<>+16(SB)/4, $0x00000001
-DATA v32_00000001<>+20(SB)/4, $0x00000001
-DATA v32_00000001<>+24(SB)/4, $0x00000001
-DATA v32_00000001<>+28(SB)/4, $0x00000001
-GLOBL v32_00000001<>(SB), RODATA|NOPTR, $32
+DATA v32_01010101<>+0(SB)/4, $0x01010101
+DATA v32_01010101<>+4(SB)/4, $0x01010101
+DATA v32_01010101<>+8(SB)/4, $0x01010101
+DATA v32_01010101<>+12(SB)/4, $0x01010101
+DATA v32_01010101<>+16(SB)/4, $0x01010101
+DATA v32_01010101<>+20(SB)/4, $0x01010101
+DATA v32_01010101<>+24(SB)/4, $0x01010101
+DATA v32_01010101<>+28(SB)/4, $0x01010101
+GLOBL v32_01010101<>(SB), RODATA|NOPTR, $32
 
 DATA v32_00003fff<>+0(SB)/4, $0x00003fff
 DATA v32_00003fff<>+4(SB)/4, $0x00003fff
@@ -9282,25 +9795,15 @@ DATA v32_00003fff<>+24(SB)/4, $0x00003fff
 DATA v32_00003fff<>+28(SB)/4, $0x00003fff
 GLOBL v32_00003fff<>(SB), RODATA|NOPTR, $32
 
-DATA v32_0fffc000<>+0(SB)/4, $0x0fffc000
-DATA v32_0fffc000<>+4(SB)/4, $0x0fffc000
-DATA v32_0fffc000<>+8(SB)/4, $0x0fffc000
-DATA v32_0fffc000<>+12(SB)/4, $0x0fffc000
-DATA v32_0fffc000<>+16(SB)/4, $0x0fffc000
-DATA v32_0fffc000<>+20(SB)/4, $0x0fffc000
-DATA v32_0fffc000<>+24(SB)/4, $0x0fffc000
-DATA v32_0fffc000<>+28(SB)/4, $0x0fffc000
-GLOBL v32_0fffc000<>(SB), RODATA|NOPTR, $32
-
-DATA v32_3f803f80<>+0(SB)/4, $0x3f803f80
-DATA v32_3f803f80<>+4(SB)/4, $0x3f803f80
-DATA v32_3f803f80<>+8(SB)/4, $0x3f803f80
-DATA v32_3f803f80<>+12(SB)/4, $0x3f803f80
-DATA v32_3f803f80<>+16(SB)/4, $0x3f803f80
-DATA v32_3f803f80<>+20(SB)/4, $0x3f803f80
-DATA v32_3f803f80<>+24(SB)/4, $0x3f803f80
-DATA v32_3f803f80<>+28(SB)/4, $0x3f803f80
-GLOBL v32_3f803f80<>(SB), RODATA|NOPTR, $32
+DATA v32_3fff0000<>+0(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+4(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+8(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+12(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+16(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+20(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+24(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+28(SB)/4, $0x3fff0000
+GLOBL v32_3fff0000<>(SB), RODATA|NOPTR, $32
 
 DATA v32_007f007f<>+0(SB)/4, $0x007f007f
 DATA v32_007f007f<>+4(SB)/4, $0x007f007f
@@ -9312,6 +9815,16 @@ DATA v32_007f007f<>+24(SB)/4, $0x007f007f
 DATA v32_007f007f<>+28(SB)/4, $0x007f007f
 GLOBL v32_007f007f<>(SB), RODATA|NOPTR, $32
 
+DATA v32_7f007f00<>+0(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+4(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+8(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+12(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+16(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+20(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+24(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+28(SB)/4, $0x7f007f00
+GLOBL v32_7f007f00<>(SB), RODATA|NOPTR, $32
+
 DATA iq2par<>+0(SB)/4, $0x00808000
 DATA iq2par<>+4(SB)/4, $0x80000080
 DATA iq2par<>+8(SB)/4, $0x80000080
@@ -9322,2026 +9835,5196 @@ DATA iq2par<>+24(SB)/4, $0x80000080
 DATA iq2par<>+28(SB)/4, $0x00808000
 GLOBL iq2par<>(SB), RODATA|NOPTR, $32
 
+DATA v32_00000001<>+0(SB)/4, $0x00000001
+DATA v32_00000001<>+4(SB)/4, $0x00000001
+DATA v32_00000001<>+8(SB)/4, $0x00000001
+DATA v32_00000001<>+12(SB)/4, $0x00000001
+DATA v32_00000001<>+16(SB)/4, $0x00000001
+DATA v32_00000001<>+20(SB)/4, $0x00000001
+DATA v32_00000001<>+24(SB)/4, $0x00000001
+DATA v32_00000001<>+28(SB)/4, $0x00000001
+GLOBL v32_00000001<>(SB), RODATA|NOPTR, $32
+
 DATA c32_3e000000<>+0(SB)/4, $0x3e000000
 GLOBL c32_3e000000<>(SB), RODATA|NOPTR, $4
 
-// func dotIQ2_XXSx4AVX2(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
-// Requires: AVX, AVX2, F16C
-TEXT ·dotIQ2_XXSx4AVX2(SB), NOSPLIT, $0-48
-	MOVQ    w+0(FP), AX
-	MOVQ    a+8(FP), CX
-	MOVQ    nb+16(FP), DX
-	MOVQ    grid+32(FP), BX
-	MOVQ    astride+24(FP), SI
-	LEAQ    (SI)(SI*2), DI
-	VMOVDQU iq2bits<>+0(SB), Y0
-	VMOVDQU iq2spread<>+0(SB), Y1
-	VPXOR   X2, X2, X2
-	TESTQ   DX, DX
-	JZ      donedotIQ2_XXSx4AVX2
+DATA grid_iq2xsGrid<>+0(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+4(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+8(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+12(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+16(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+20(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+24(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+28(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+32(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+36(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+40(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+44(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+48(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+52(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+56(SB)/4, $0x0819192b
+DATA grid_iq2xsGrid<>+60(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+64(SB)/4, $0x08192b19
+DATA grid_iq2xsGrid<>+68(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+72(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+76(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+80(SB)/4, $0x082b082b
+DATA grid_iq2xsGrid<>+84(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+88(SB)/4, $0x082b1919
+DATA grid_iq2xsGrid<>+92(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+96(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+100(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+104(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+108(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+112(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+116(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+120(SB)/4, $0x1908192b
+DATA grid_iq2xsGrid<>+124(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+128(SB)/4, $0x19082b19
+DATA grid_iq2xsGrid<>+132(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+136(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+140(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+144(SB)/4, $0x1919082b
+DATA grid_iq2xsGrid<>+148(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+152(SB)/4, $0x19191919
+DATA grid_iq2xsGrid<>+156(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+160(SB)/4, $0x19192b08
+DATA grid_iq2xsGrid<>+164(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+168(SB)/4, $0x192b0819
+DATA grid_iq2xsGrid<>+172(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+176(SB)/4, $0x192b1908
+DATA grid_iq2xsGrid<>+180(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+184(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+188(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+192(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+196(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+200(SB)/4, $0x2b081919
+DATA grid_iq2xsGrid<>+204(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+208(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+212(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+216(SB)/4, $0x2b190819
+DATA grid_iq2xsGrid<>+220(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+224(SB)/4, $0x2b191908
+DATA grid_iq2xsGrid<>+228(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+232(SB)/4, $0x2b192b19
+DATA grid_iq2xsGrid<>+236(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+240(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+244(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+248(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+252(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+256(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+260(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+264(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+268(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+272(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+276(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+280(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+284(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+288(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+292(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+296(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+300(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+304(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+308(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+312(SB)/4, $0x08192b2b
+DATA grid_iq2xsGrid<>+316(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+320(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+324(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+328(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+332(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+336(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+340(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+344(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+348(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+352(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+356(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+360(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+364(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+368(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+372(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+376(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+380(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+384(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+388(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+392(SB)/4, $0x192b2b08
+DATA grid_iq2xsGrid<>+396(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+400(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+404(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+408(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+412(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+416(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+420(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+424(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+428(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+432(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+436(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+440(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+444(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+448(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+452(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+456(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+460(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+464(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+468(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+472(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+476(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+480(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+484(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+488(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+492(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+496(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+500(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+504(SB)/4, $0x19191919
+DATA grid_iq2xsGrid<>+508(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+512(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+516(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+520(SB)/4, $0x2b082b2b
+DATA grid_iq2xsGrid<>+524(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+528(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+532(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+536(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+540(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+544(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+548(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+552(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+556(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+560(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+564(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+568(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+572(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+576(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+580(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+584(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+588(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+592(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+596(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+600(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+604(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+608(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+612(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+616(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+620(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+624(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+628(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+632(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+636(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+640(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+644(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+648(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+652(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+656(SB)/4, $0x1919192b
+DATA grid_iq2xsGrid<>+660(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+664(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+668(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+672(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+676(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+680(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+684(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+688(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+692(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+696(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+700(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+704(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+708(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+712(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+716(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+720(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+724(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+728(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+732(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+736(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+740(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+744(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+748(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+752(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+756(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+760(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+764(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+768(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+772(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+776(SB)/4, $0x192b0819
+DATA grid_iq2xsGrid<>+780(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+784(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+788(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+792(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+796(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+800(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+804(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+808(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+812(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+816(SB)/4, $0x082b192b
+DATA grid_iq2xsGrid<>+820(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+824(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+828(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+832(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+836(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+840(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+844(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+848(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+852(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+856(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+860(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+864(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+868(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+872(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+876(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+880(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+884(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+888(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+892(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+896(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+900(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+904(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+908(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+912(SB)/4, $0x082b1919
+DATA grid_iq2xsGrid<>+916(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+920(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+924(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+928(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+932(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+936(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+940(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+944(SB)/4, $0x19192b08
+DATA grid_iq2xsGrid<>+948(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+952(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+956(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+960(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+964(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+968(SB)/4, $0x2b2b2b2b
+DATA grid_iq2xsGrid<>+972(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+976(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+980(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+984(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+988(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+992(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+996(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+1000(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+1004(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+1008(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+1012(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+1016(SB)/4, $0x2b082b19
+DATA grid_iq2xsGrid<>+1020(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+1024(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+1028(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+1032(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1036(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+1040(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+1044(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+1048(SB)/4, $0x2b19192b
+DATA grid_iq2xsGrid<>+1052(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+1056(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+1060(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+1064(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+1068(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1072(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+1076(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1080(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+1084(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1088(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+1092(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1096(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1100(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1104(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+1108(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1112(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+1116(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1120(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+1124(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1128(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+1132(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1136(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+1140(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1144(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+1148(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1152(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+1156(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1160(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+1164(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1168(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+1172(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1176(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+1180(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1184(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+1188(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1192(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+1196(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1200(SB)/4, $0x192b2b2b
+DATA grid_iq2xsGrid<>+1204(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1208(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+1212(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1216(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+1220(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1224(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+1228(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1232(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+1236(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1240(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+1244(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1248(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+1252(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1256(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+1260(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1264(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1268(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1272(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1276(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1280(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1284(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1288(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+1292(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1296(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+1300(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1304(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+1308(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1312(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+1316(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1320(SB)/4, $0x2b191908
+DATA grid_iq2xsGrid<>+1324(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1328(SB)/4, $0x2b19192b
+DATA grid_iq2xsGrid<>+1332(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1336(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+1340(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+1344(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+1348(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+1352(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+1356(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+1360(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1364(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+1368(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+1372(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+1376(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+1380(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+1384(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+1388(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1392(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+1396(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1400(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+1404(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1408(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+1412(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1416(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1420(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1424(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1428(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1432(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1436(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1440(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+1444(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1448(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+1452(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1456(SB)/4, $0x19082b19
+DATA grid_iq2xsGrid<>+1460(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1464(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+1468(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1472(SB)/4, $0x192b1908
+DATA grid_iq2xsGrid<>+1476(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1480(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+1484(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1488(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+1492(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+1496(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+1500(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+1504(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1508(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+1512(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+1516(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+1520(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+1524(SB)/4, $0x0819192b
+DATA grid_iq2xsGrid<>+1528(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1532(SB)/4, $0x0819192b
+DATA grid_iq2xsGrid<>+1536(SB)/4, $0x19082b19
+DATA grid_iq2xsGrid<>+1540(SB)/4, $0x0819192b
+DATA grid_iq2xsGrid<>+1544(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+1548(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+1552(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+1556(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+1560(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1564(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+1568(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+1572(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+1576(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+1580(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+1584(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+1588(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+1592(SB)/4, $0x2b08192b
+DATA grid_iq2xsGrid<>+1596(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+1600(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+1604(SB)/4, $0x08192b19
+DATA grid_iq2xsGrid<>+1608(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+1612(SB)/4, $0x08192b19
+DATA grid_iq2xsGrid<>+1616(SB)/4, $0x192b192b
+DATA grid_iq2xsGrid<>+1620(SB)/4, $0x08192b19
+DATA grid_iq2xsGrid<>+1624(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+1628(SB)/4, $0x08192b2b
+DATA grid_iq2xsGrid<>+1632(SB)/4, $0x2b2b2b19
+DATA grid_iq2xsGrid<>+1636(SB)/4, $0x08192b2b
+DATA grid_iq2xsGrid<>+1640(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+1644(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1648(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+1652(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1656(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+1660(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1664(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+1668(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1672(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+1676(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1680(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1684(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1688(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1692(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1696(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1700(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1704(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+1708(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1712(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+1716(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1720(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+1724(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1728(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+1732(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1736(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+1740(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1744(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+1748(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+1752(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+1756(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+1760(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1764(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+1768(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+1772(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+1776(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+1780(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+1784(SB)/4, $0x192b1919
+DATA grid_iq2xsGrid<>+1788(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+1792(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+1796(SB)/4, $0x082b082b
+DATA grid_iq2xsGrid<>+1800(SB)/4, $0x082b082b
+DATA grid_iq2xsGrid<>+1804(SB)/4, $0x082b082b
+DATA grid_iq2xsGrid<>+1808(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+1812(SB)/4, $0x082b082b
+DATA grid_iq2xsGrid<>+1816(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+1820(SB)/4, $0x082b082b
+DATA grid_iq2xsGrid<>+1824(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+1828(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+1832(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+1836(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+1840(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1844(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+1848(SB)/4, $0x082b2b19
+DATA grid_iq2xsGrid<>+1852(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+1856(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+1860(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+1864(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+1868(SB)/4, $0x082b1919
+DATA grid_iq2xsGrid<>+1872(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+1876(SB)/4, $0x082b1919
+DATA grid_iq2xsGrid<>+1880(SB)/4, $0x1919082b
+DATA grid_iq2xsGrid<>+1884(SB)/4, $0x082b1919
+DATA grid_iq2xsGrid<>+1888(SB)/4, $0x2b192b19
+DATA grid_iq2xsGrid<>+1892(SB)/4, $0x082b1919
+DATA grid_iq2xsGrid<>+1896(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+1900(SB)/4, $0x082b192b
+DATA grid_iq2xsGrid<>+1904(SB)/4, $0x08192b2b
+DATA grid_iq2xsGrid<>+1908(SB)/4, $0x082b192b
+DATA grid_iq2xsGrid<>+1912(SB)/4, $0x2b2b192b
+DATA grid_iq2xsGrid<>+1916(SB)/4, $0x082b192b
+DATA grid_iq2xsGrid<>+1920(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+1924(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+1928(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+1932(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+1936(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+1940(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+1944(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1948(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+1952(SB)/4, $0x19191919
+DATA grid_iq2xsGrid<>+1956(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+1960(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+1964(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+1968(SB)/4, $0x2b2b082b
+DATA grid_iq2xsGrid<>+1972(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+1976(SB)/4, $0x192b2b08
+DATA grid_iq2xsGrid<>+1980(SB)/4, $0x082b2b19
+DATA grid_iq2xsGrid<>+1984(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+1988(SB)/4, $0x082b2b19
+DATA grid_iq2xsGrid<>+1992(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+1996(SB)/4, $0x082b2b2b
+DATA grid_iq2xsGrid<>+2000(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+2004(SB)/4, $0x082b2b2b
+DATA grid_iq2xsGrid<>+2008(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+2012(SB)/4, $0x082b2b2b
+DATA grid_iq2xsGrid<>+2016(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+2020(SB)/4, $0x082b2b2b
+DATA grid_iq2xsGrid<>+2024(SB)/4, $0x2b082b2b
+DATA grid_iq2xsGrid<>+2028(SB)/4, $0x082b2b2b
+DATA grid_iq2xsGrid<>+2032(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+2036(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2040(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+2044(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2048(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+2052(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2056(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+2060(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2064(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+2068(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2072(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+2076(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2080(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+2084(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2088(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+2092(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2096(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+2100(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2104(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+2108(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2112(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2116(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2120(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+2124(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2128(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+2132(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2136(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+2140(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2144(SB)/4, $0x19082b2b
+DATA grid_iq2xsGrid<>+2148(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2152(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+2156(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2160(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2164(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2168(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+2172(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2176(SB)/4, $0x192b1919
+DATA grid_iq2xsGrid<>+2180(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2184(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+2188(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2192(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+2196(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2200(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+2204(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2208(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+2212(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2216(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+2220(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2224(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+2228(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2232(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+2236(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2240(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+2244(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2248(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+2252(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2256(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+2260(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2264(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2268(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2272(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2276(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2280(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2284(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2288(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+2292(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2296(SB)/4, $0x2b081919
+DATA grid_iq2xsGrid<>+2300(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2304(SB)/4, $0x2b2b082b
+DATA grid_iq2xsGrid<>+2308(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2312(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+2316(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+2320(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+2324(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+2328(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+2332(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+2336(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+2340(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+2344(SB)/4, $0x082b2b19
+DATA grid_iq2xsGrid<>+2348(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+2352(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2356(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+2360(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+2364(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2368(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+2372(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2376(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+2380(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2384(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+2388(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2392(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+2396(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2400(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+2404(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2408(SB)/4, $0x08192b19
+DATA grid_iq2xsGrid<>+2412(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2416(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+2420(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2424(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2428(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2432(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2436(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2440(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2444(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2448(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+2452(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2456(SB)/4, $0x2b191908
+DATA grid_iq2xsGrid<>+2460(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2464(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+2468(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+2472(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+2476(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+2480(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+2484(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+2488(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+2492(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+2496(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2500(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+2504(SB)/4, $0x2b192b2b
+DATA grid_iq2xsGrid<>+2508(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+2512(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+2516(SB)/4, $0x1908192b
+DATA grid_iq2xsGrid<>+2520(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+2524(SB)/4, $0x1908192b
+DATA grid_iq2xsGrid<>+2528(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2532(SB)/4, $0x1908192b
+DATA grid_iq2xsGrid<>+2536(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2540(SB)/4, $0x1908192b
+DATA grid_iq2xsGrid<>+2544(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+2548(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+2552(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+2556(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+2560(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+2564(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+2568(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2572(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+2576(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+2580(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+2584(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2588(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+2592(SB)/4, $0x192b082b
+DATA grid_iq2xsGrid<>+2596(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+2600(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+2604(SB)/4, $0x19082b19
+DATA grid_iq2xsGrid<>+2608(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+2612(SB)/4, $0x19082b19
+DATA grid_iq2xsGrid<>+2616(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2620(SB)/4, $0x19082b19
+DATA grid_iq2xsGrid<>+2624(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2628(SB)/4, $0x19082b19
+DATA grid_iq2xsGrid<>+2632(SB)/4, $0x192b2b19
+DATA grid_iq2xsGrid<>+2636(SB)/4, $0x19082b19
+DATA grid_iq2xsGrid<>+2640(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+2644(SB)/4, $0x19082b2b
+DATA grid_iq2xsGrid<>+2648(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+2652(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2656(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+2660(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2664(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+2668(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2672(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+2676(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2680(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+2684(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2688(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+2692(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2696(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+2700(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2704(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+2708(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2712(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2716(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2720(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2724(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2728(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2732(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2736(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+2740(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2744(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+2748(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+2752(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+2756(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+2760(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+2764(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+2768(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+2772(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+2776(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2780(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+2784(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+2788(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+2792(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+2796(SB)/4, $0x1919082b
+DATA grid_iq2xsGrid<>+2800(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2804(SB)/4, $0x1919082b
+DATA grid_iq2xsGrid<>+2808(SB)/4, $0x2b2b2b2b
+DATA grid_iq2xsGrid<>+2812(SB)/4, $0x1919082b
+DATA grid_iq2xsGrid<>+2816(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+2820(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2824(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+2828(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2832(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+2836(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2840(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+2844(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2848(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2852(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2856(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+2860(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2864(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+2868(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2872(SB)/4, $0x2b2b0819
+DATA grid_iq2xsGrid<>+2876(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2880(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+2884(SB)/4, $0x19191919
+DATA grid_iq2xsGrid<>+2888(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+2892(SB)/4, $0x19191919
+DATA grid_iq2xsGrid<>+2896(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+2900(SB)/4, $0x19191919
+DATA grid_iq2xsGrid<>+2904(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+2908(SB)/4, $0x19191919
+DATA grid_iq2xsGrid<>+2912(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+2916(SB)/4, $0x1919192b
+DATA grid_iq2xsGrid<>+2920(SB)/4, $0x192b2b08
+DATA grid_iq2xsGrid<>+2924(SB)/4, $0x1919192b
+DATA grid_iq2xsGrid<>+2928(SB)/4, $0x2b2b0819
+DATA grid_iq2xsGrid<>+2932(SB)/4, $0x1919192b
+DATA grid_iq2xsGrid<>+2936(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+2940(SB)/4, $0x19192b08
+DATA grid_iq2xsGrid<>+2944(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+2948(SB)/4, $0x19192b08
+DATA grid_iq2xsGrid<>+2952(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2956(SB)/4, $0x19192b08
+DATA grid_iq2xsGrid<>+2960(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2964(SB)/4, $0x19192b08
+DATA grid_iq2xsGrid<>+2968(SB)/4, $0x2b192b19
+DATA grid_iq2xsGrid<>+2972(SB)/4, $0x19192b08
+DATA grid_iq2xsGrid<>+2976(SB)/4, $0x08192b2b
+DATA grid_iq2xsGrid<>+2980(SB)/4, $0x19192b19
+DATA grid_iq2xsGrid<>+2984(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2988(SB)/4, $0x19192b19
+DATA grid_iq2xsGrid<>+2992(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+2996(SB)/4, $0x19192b19
+DATA grid_iq2xsGrid<>+3000(SB)/4, $0x2b081919
+DATA grid_iq2xsGrid<>+3004(SB)/4, $0x19192b2b
+DATA grid_iq2xsGrid<>+3008(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+3012(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3016(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+3020(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3024(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+3028(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3032(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+3036(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3040(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+3044(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3048(SB)/4, $0x192b082b
+DATA grid_iq2xsGrid<>+3052(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3056(SB)/4, $0x2b08192b
+DATA grid_iq2xsGrid<>+3060(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3064(SB)/4, $0x2b2b2b19
+DATA grid_iq2xsGrid<>+3068(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3072(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3076(SB)/4, $0x192b0819
+DATA grid_iq2xsGrid<>+3080(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+3084(SB)/4, $0x192b082b
+DATA grid_iq2xsGrid<>+3088(SB)/4, $0x19082b2b
+DATA grid_iq2xsGrid<>+3092(SB)/4, $0x192b082b
+DATA grid_iq2xsGrid<>+3096(SB)/4, $0x2b19082b
+DATA grid_iq2xsGrid<>+3100(SB)/4, $0x192b082b
+DATA grid_iq2xsGrid<>+3104(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3108(SB)/4, $0x192b1908
+DATA grid_iq2xsGrid<>+3112(SB)/4, $0x0819192b
+DATA grid_iq2xsGrid<>+3116(SB)/4, $0x192b1908
+DATA grid_iq2xsGrid<>+3120(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+3124(SB)/4, $0x192b1919
+DATA grid_iq2xsGrid<>+3128(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+3132(SB)/4, $0x192b1919
+DATA grid_iq2xsGrid<>+3136(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+3140(SB)/4, $0x192b1919
+DATA grid_iq2xsGrid<>+3144(SB)/4, $0x2b2b1908
+DATA grid_iq2xsGrid<>+3148(SB)/4, $0x192b1919
+DATA grid_iq2xsGrid<>+3152(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+3156(SB)/4, $0x192b2b08
+DATA grid_iq2xsGrid<>+3160(SB)/4, $0x192b2b2b
+DATA grid_iq2xsGrid<>+3164(SB)/4, $0x192b2b08
+DATA grid_iq2xsGrid<>+3168(SB)/4, $0x082b1919
+DATA grid_iq2xsGrid<>+3172(SB)/4, $0x192b2b19
+DATA grid_iq2xsGrid<>+3176(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+3180(SB)/4, $0x192b2b2b
+DATA grid_iq2xsGrid<>+3184(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+3188(SB)/4, $0x192b2b2b
+DATA grid_iq2xsGrid<>+3192(SB)/4, $0x192b082b
+DATA grid_iq2xsGrid<>+3196(SB)/4, $0x192b2b2b
+DATA grid_iq2xsGrid<>+3200(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3204(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3208(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+3212(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3216(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+3220(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3224(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+3228(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3232(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+3236(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3240(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+3244(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3248(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+3252(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3256(SB)/4, $0x082b2b2b
+DATA grid_iq2xsGrid<>+3260(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3264(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+3268(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3272(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+3276(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3280(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+3284(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3288(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3292(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3296(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+3300(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3304(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+3308(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3312(SB)/4, $0x2b2b2b2b
+DATA grid_iq2xsGrid<>+3316(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3320(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+3324(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+3328(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+3332(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+3336(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+3340(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+3344(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+3348(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+3352(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+3356(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+3360(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+3364(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+3368(SB)/4, $0x19192b19
+DATA grid_iq2xsGrid<>+3372(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+3376(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3380(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+3384(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+3388(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+3392(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3396(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+3400(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+3404(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+3408(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3412(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+3416(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+3420(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+3424(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+3428(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+3432(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+3436(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+3440(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+3444(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+3448(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+3452(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+3456(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+3460(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+3464(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+3468(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+3472(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3476(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+3480(SB)/4, $0x2b082b19
+DATA grid_iq2xsGrid<>+3484(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+3488(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3492(SB)/4, $0x2b081919
+DATA grid_iq2xsGrid<>+3496(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+3500(SB)/4, $0x2b081919
+DATA grid_iq2xsGrid<>+3504(SB)/4, $0x2b2b1919
+DATA grid_iq2xsGrid<>+3508(SB)/4, $0x2b081919
+DATA grid_iq2xsGrid<>+3512(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+3516(SB)/4, $0x2b08192b
+DATA grid_iq2xsGrid<>+3520(SB)/4, $0x192b2b2b
+DATA grid_iq2xsGrid<>+3524(SB)/4, $0x2b08192b
+DATA grid_iq2xsGrid<>+3528(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3532(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+3536(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+3540(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+3544(SB)/4, $0x082b1919
+DATA grid_iq2xsGrid<>+3548(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+3552(SB)/4, $0x19192b2b
+DATA grid_iq2xsGrid<>+3556(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+3560(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3564(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+3568(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+3572(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+3576(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+3580(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+3584(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+3588(SB)/4, $0x2b082b19
+DATA grid_iq2xsGrid<>+3592(SB)/4, $0x082b082b
+DATA grid_iq2xsGrid<>+3596(SB)/4, $0x2b082b2b
+DATA grid_iq2xsGrid<>+3600(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3604(SB)/4, $0x2b082b2b
+DATA grid_iq2xsGrid<>+3608(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+3612(SB)/4, $0x2b082b2b
+DATA grid_iq2xsGrid<>+3616(SB)/4, $0x2b19192b
+DATA grid_iq2xsGrid<>+3620(SB)/4, $0x2b082b2b
+DATA grid_iq2xsGrid<>+3624(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+3628(SB)/4, $0x2b082b2b
+DATA grid_iq2xsGrid<>+3632(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+3636(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+3640(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+3644(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+3648(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+3652(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+3656(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+3660(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+3664(SB)/4, $0x1919192b
+DATA grid_iq2xsGrid<>+3668(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+3672(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+3676(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+3680(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3684(SB)/4, $0x2b190819
+DATA grid_iq2xsGrid<>+3688(SB)/4, $0x082b082b
+DATA grid_iq2xsGrid<>+3692(SB)/4, $0x2b190819
+DATA grid_iq2xsGrid<>+3696(SB)/4, $0x192b1908
+DATA grid_iq2xsGrid<>+3700(SB)/4, $0x2b190819
+DATA grid_iq2xsGrid<>+3704(SB)/4, $0x1919192b
+DATA grid_iq2xsGrid<>+3708(SB)/4, $0x2b19082b
+DATA grid_iq2xsGrid<>+3712(SB)/4, $0x2b082b19
+DATA grid_iq2xsGrid<>+3716(SB)/4, $0x2b19082b
+DATA grid_iq2xsGrid<>+3720(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3724(SB)/4, $0x2b191908
+DATA grid_iq2xsGrid<>+3728(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+3732(SB)/4, $0x2b191908
+DATA grid_iq2xsGrid<>+3736(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+3740(SB)/4, $0x2b191908
+DATA grid_iq2xsGrid<>+3744(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+3748(SB)/4, $0x2b191908
+DATA grid_iq2xsGrid<>+3752(SB)/4, $0x19192b08
+DATA grid_iq2xsGrid<>+3756(SB)/4, $0x2b191908
+DATA grid_iq2xsGrid<>+3760(SB)/4, $0x082b2b19
+DATA grid_iq2xsGrid<>+3764(SB)/4, $0x2b191919
+DATA grid_iq2xsGrid<>+3768(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+3772(SB)/4, $0x2b191919
+DATA grid_iq2xsGrid<>+3776(SB)/4, $0x2b19082b
+DATA grid_iq2xsGrid<>+3780(SB)/4, $0x2b191919
+DATA grid_iq2xsGrid<>+3784(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+3788(SB)/4, $0x2b19192b
+DATA grid_iq2xsGrid<>+3792(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+3796(SB)/4, $0x2b192b08
+DATA grid_iq2xsGrid<>+3800(SB)/4, $0x2b2b192b
+DATA grid_iq2xsGrid<>+3804(SB)/4, $0x2b192b08
+DATA grid_iq2xsGrid<>+3808(SB)/4, $0x19082b19
+DATA grid_iq2xsGrid<>+3812(SB)/4, $0x2b192b19
+DATA grid_iq2xsGrid<>+3816(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+3820(SB)/4, $0x2b192b2b
+DATA grid_iq2xsGrid<>+3824(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3828(SB)/4, $0x2b192b2b
+DATA grid_iq2xsGrid<>+3832(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3836(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3840(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+3844(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3848(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+3852(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3856(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+3860(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3864(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+3868(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3872(SB)/4, $0x082b2b2b
+DATA grid_iq2xsGrid<>+3876(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3880(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3884(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3888(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+3892(SB)/4, $0x2b2b0819
+DATA grid_iq2xsGrid<>+3896(SB)/4, $0x19192b19
+DATA grid_iq2xsGrid<>+3900(SB)/4, $0x2b2b0819
+DATA grid_iq2xsGrid<>+3904(SB)/4, $0x2b2b192b
+DATA grid_iq2xsGrid<>+3908(SB)/4, $0x2b2b0819
+DATA grid_iq2xsGrid<>+3912(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3916(SB)/4, $0x2b2b082b
+DATA grid_iq2xsGrid<>+3920(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+3924(SB)/4, $0x2b2b082b
+DATA grid_iq2xsGrid<>+3928(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+3932(SB)/4, $0x2b2b082b
+DATA grid_iq2xsGrid<>+3936(SB)/4, $0x082b2b2b
+DATA grid_iq2xsGrid<>+3940(SB)/4, $0x2b2b082b
+DATA grid_iq2xsGrid<>+3944(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3948(SB)/4, $0x2b2b082b
+DATA grid_iq2xsGrid<>+3952(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3956(SB)/4, $0x2b2b082b
+DATA grid_iq2xsGrid<>+3960(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+3964(SB)/4, $0x2b2b1908
+DATA grid_iq2xsGrid<>+3968(SB)/4, $0x2b191919
+DATA grid_iq2xsGrid<>+3972(SB)/4, $0x2b2b1908
+DATA grid_iq2xsGrid<>+3976(SB)/4, $0x192b1919
+DATA grid_iq2xsGrid<>+3980(SB)/4, $0x2b2b192b
+DATA grid_iq2xsGrid<>+3984(SB)/4, $0x2b192b08
+DATA grid_iq2xsGrid<>+3988(SB)/4, $0x2b2b192b
+DATA grid_iq2xsGrid<>+3992(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+3996(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+4000(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+4004(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+4008(SB)/4, $0x082b082b
+DATA grid_iq2xsGrid<>+4012(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+4016(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+4020(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+4024(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+4028(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+4032(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+4036(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+4040(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+4044(SB)/4, $0x2b2b2b19
+DATA grid_iq2xsGrid<>+4048(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+4052(SB)/4, $0x2b2b2b19
+DATA grid_iq2xsGrid<>+4056(SB)/4, $0x2b08192b
+DATA grid_iq2xsGrid<>+4060(SB)/4, $0x2b2b2b19
+DATA grid_iq2xsGrid<>+4064(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+4068(SB)/4, $0x2b2b2b2b
+DATA grid_iq2xsGrid<>+4072(SB)/4, $0x082b2b2b
+DATA grid_iq2xsGrid<>+4076(SB)/4, $0x2b2b2b2b
+DATA grid_iq2xsGrid<>+4080(SB)/4, $0x2b190819
+DATA grid_iq2xsGrid<>+4084(SB)/4, $0x2b2b2b2b
+DATA grid_iq2xsGrid<>+4088(SB)/4, $0x2b2b2b2b
+DATA grid_iq2xsGrid<>+4092(SB)/4, $0x2b2b2b2b
+GLOBL grid_iq2xsGrid<>(SB), RODATA|NOPTR, $4096
 
-loopdotIQ2_XXSx4AVX2:
-	VMOVDQU      2(AX), Y3
-	VMOVDQU      34(AX), Y4
-	VSHUFPS      $0xdd, Y4, Y3, Y3
-	VPSRLD       $0x1c, Y3, Y4
-	VPADDD       Y4, Y4, Y4
-	VPOR         v32_00000001<>+0(SB), Y4, Y4
-	VPSLLD       $0x10, Y4, Y5
-	VPOR         Y5, Y4, Y4
-	VPAND        v32_00003fff<>+0(SB), Y3, Y5
-	VPAND        v32_0fffc000<>+0(SB), Y3, Y3
-	VPSLLD       $0x02, Y3, Y3
-	VPOR         Y3, Y5, Y5
-	VPAND        v32_3f803f80<>+0(SB), Y5, Y3
-	VPAND        v32_007f007f<>+0(SB), Y5, Y5
-	VPSLLD       $0x01, Y3, Y3
-	VPOR         Y3, Y5, Y5
-	VPAND        v32_0f0f0f0f<>+0(SB), Y5, Y3
-	VPSRLW       $0x04, Y5, Y6
-	VPAND        v32_0f0f0f0f<>+0(SB), Y6, Y6
-	VMOVDQU      iq2par<>+0(SB), Y7
-	VPSHUFB      Y3, Y7, Y3
-	VPSHUFB      Y6, Y7, Y6
-	VPXOR        Y6, Y3, Y3
-	VPOR         Y3, Y5, Y5
-	VPXOR        Y3, Y3, Y3
-	VPXOR        Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPXOR        Y8, Y8, Y8
-	VPERMQ       $0x44, Y4, Y9
-	VPERMQ       $0x44, Y5, Y10
-	MOVBQZX      2(AX), R8
-	MOVBQZX      3(AX), R9
-	MOVBQZX      4(AX), R10
-	MOVBQZX      5(AX), R11
-	VPBROADCASTQ (BX)(R8*8), Y11
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VPBROADCASTQ (BX)(R10*8), X12
-	VPINSRQ      $0x01, (BX)(R11*8), X12, X12
-	VINSERTI128  $0x01, X12, Y11, Y11
-	VPSHUFD      $0x00, Y10, Y12
-	VPSHUFB      Y1, Y12, Y12
-	VPAND        Y0, Y12, Y12
-	VPCMPEQB     Y0, Y12, Y12
-	VPAND        Y11, Y12, Y12
-	VPSHUFD      $0x00, Y9, Y13
-	VPMADDUBSW   4(CX), Y11, Y14
-	VPMADDUBSW   4(CX), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y3, Y3
-	VPMADDUBSW   4(CX)(SI*1), Y11, Y14
-	VPMADDUBSW   4(CX)(SI*1), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y6, Y6
-	VPMADDUBSW   4(CX)(SI*2), Y11, Y14
-	VPMADDUBSW   4(CX)(SI*2), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VPMADDUBSW   4(CX)(DI*1), Y11, Y11
-	VPMADDUBSW   4(CX)(DI*1), Y12, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y13, Y11, Y11
-	VPADDD       Y11, Y8, Y8
-	MOVBQZX      10(AX), R8
-	MOVBQZX      11(AX), R9
-	MOVBQZX      12(AX), R10
-	MOVBQZX      13(AX), R11
-	VPBROADCASTQ (BX)(R8*8), Y11
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VPBROADCASTQ (BX)(R10*8), X12
-	VPINSRQ      $0x01, (BX)(R11*8), X12, X12
-	VINSERTI128  $0x01, X12, Y11, Y11
-	VPSHUFD      $0x55, Y10, Y12
-	VPSHUFB      Y1, Y12, Y12
-	VPAND        Y0, Y12, Y12
-	VPCMPEQB     Y0, Y12, Y12
-	VPAND        Y11, Y12, Y12
-	VPSHUFD      $0x55, Y9, Y13
-	VPMADDUBSW   36(CX), Y11, Y14
-	VPMADDUBSW   36(CX), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y3, Y3
-	VPMADDUBSW   36(CX)(SI*1), Y11, Y14
-	VPMADDUBSW   36(CX)(SI*1), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y6, Y6
-	VPMADDUBSW   36(CX)(SI*2), Y11, Y14
-	VPMADDUBSW   36(CX)(SI*2), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VPMADDUBSW   36(CX)(DI*1), Y11, Y11
-	VPMADDUBSW   36(CX)(DI*1), Y12, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y13, Y11, Y11
-	VPADDD       Y11, Y8, Y8
-	MOVBQZX      34(AX), R8
-	MOVBQZX      35(AX), R9
-	MOVBQZX      36(AX), R10
-	MOVBQZX      37(AX), R11
-	VPBROADCASTQ (BX)(R8*8), Y11
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VPBROADCASTQ (BX)(R10*8), X12
-	VPINSRQ      $0x01, (BX)(R11*8), X12, X12
-	VINSERTI128  $0x01, X12, Y11, Y11
-	VPSHUFD      $0xaa, Y10, Y12
-	VPSHUFB      Y1, Y12, Y12
-	VPAND        Y0, Y12, Y12
-	VPCMPEQB     Y0, Y12, Y12
-	VPAND        Y11, Y12, Y12
-	VPSHUFD      $0xaa, Y9, Y13
-	VPMADDUBSW   132(CX), Y11, Y14
-	VPMADDUBSW   132(CX), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y3, Y3
-	VPMADDUBSW   132(CX)(SI*1), Y11, Y14
-	VPMADDUBSW   132(CX)(SI*1), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y6, Y6
-	VPMADDUBSW   132(CX)(SI*2), Y11, Y14
-	VPMADDUBSW   132(CX)(SI*2), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VPMADDUBSW   132(CX)(DI*1), Y11, Y11
-	VPMADDUBSW   132(CX)(DI*1), Y12, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y13, Y11, Y11
-	VPADDD       Y11, Y8, Y8
-	MOVBQZX      42(AX), R8
-	MOVBQZX      43(AX), R9
-	MOVBQZX      44(AX), R10
-	MOVBQZX      45(AX), R11
-	VPBROADCASTQ (BX)(R8*8), Y11
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VPBROADCASTQ (BX)(R10*8), X12
-	VPINSRQ      $0x01, (BX)(R11*8), X12, X12
-	VINSERTI128  $0x01, X12, Y11, Y11
-	VPSHUFD      $0xff, Y10, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y11, Y10, Y10
-	VPSHUFD      $0xff, Y9, Y9
-	VPMADDUBSW   164(CX), Y11, Y12
-	VPMADDUBSW   164(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y9, Y12, Y12
-	VPADDD       Y12, Y3, Y3
-	VPMADDUBSW   164(CX)(SI*1), Y11, Y12
-	VPMADDUBSW   164(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y9, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   164(CX)(SI*2), Y11, Y12
-	VPMADDUBSW   164(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y9, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   164(CX)(DI*1), Y11, Y11
-	VPMADDUBSW   164(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y11, Y11
-	VPSUBW       Y10, Y11, Y11
-	VPMADDWD     Y9, Y11, Y11
-	VPADDD       Y11, Y8, Y8
-	VPERMQ       $0xee, Y4, Y4
-	VPERMQ       $0xee, Y5, Y5
-	MOVBQZX      18(AX), R8
-	MOVBQZX      19(AX), R9
-	MOVBQZX      20(AX), R10
-	MOVBQZX      21(AX), R11
-	VPBROADCASTQ (BX)(R8*8), Y9
-	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0x00, Y5, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0x00, Y4, Y11
-	VPMADDUBSW   68(CX), Y9, Y12
-	VPMADDUBSW   68(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y3, Y3
-	VPMADDUBSW   68(CX)(SI*1), Y9, Y12
-	VPMADDUBSW   68(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   68(CX)(SI*2), Y9, Y12
-	VPMADDUBSW   68(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   68(CX)(DI*1), Y9, Y9
-	VPMADDUBSW   68(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	MOVBQZX      26(AX), R8
-	MOVBQZX      27(AX), R9
-	MOVBQZX      28(AX), R10
-	MOVBQZX      29(AX), R11
-	VPBROADCASTQ (BX)(R8*8), Y9
-	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0x55, Y5, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0x55, Y4, Y11
-	VPMADDUBSW   100(CX), Y9, Y12
-	VPMADDUBSW   100(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y3, Y3
-	VPMADDUBSW   100(CX)(SI*1), Y9, Y12
-	VPMADDUBSW   100(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   100(CX)(SI*2), Y9, Y12
-	VPMADDUBSW   100(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   100(CX)(DI*1), Y9, Y9
-	VPMADDUBSW   100(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	MOVBQZX      50(AX), R8
-	MOVBQZX      51(AX), R9
-	MOVBQZX      52(AX), R10
-	MOVBQZX      53(AX), R11
-	VPBROADCASTQ (BX)(R8*8), Y9
-	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0xaa, Y5, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0xaa, Y4, Y11
-	VPMADDUBSW   196(CX), Y9, Y12
-	VPMADDUBSW   196(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y3, Y3
-	VPMADDUBSW   196(CX)(SI*1), Y9, Y12
-	VPMADDUBSW   196(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   196(CX)(SI*2), Y9, Y12
-	VPMADDUBSW   196(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   196(CX)(DI*1), Y9, Y9
-	VPMADDUBSW   196(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	MOVBQZX      58(AX), R8
-	MOVBQZX      59(AX), R9
-	MOVBQZX      60(AX), R10
-	MOVBQZX      61(AX), R11
-	VPBROADCASTQ (BX)(R8*8), Y9
-	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0xff, Y5, Y5
-	VPSHUFB      Y1, Y5, Y5
-	VPAND        Y0, Y5, Y5
-	VPCMPEQB     Y0, Y5, Y5
-	VPAND        Y9, Y5, Y5
-	VPSHUFD      $0xff, Y4, Y4
-	VPMADDUBSW   228(CX), Y9, Y10
-	VPMADDUBSW   228(CX), Y5, Y11
-	VPSUBW       Y11, Y10, Y10
-	VPSUBW       Y11, Y10, Y10
-	VPMADDWD     Y4, Y10, Y10
-	VPADDD       Y10, Y3, Y3
-	VPMADDUBSW   228(CX)(SI*1), Y9, Y10
-	VPMADDUBSW   228(CX)(SI*1), Y5, Y11
-	VPSUBW       Y11, Y10, Y10
-	VPSUBW       Y11, Y10, Y10
-	VPMADDWD     Y4, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VPMADDUBSW   228(CX)(SI*2), Y9, Y10
-	VPMADDUBSW   228(CX)(SI*2), Y5, Y11
-	VPSUBW       Y11, Y10, Y10
-	VPSUBW       Y11, Y10, Y10
-	VPMADDWD     Y4, Y10, Y10
-	VPADDD       Y10, Y7, Y7
-	VPMADDUBSW   228(CX)(DI*1), Y9, Y9
-	VPMADDUBSW   228(CX)(DI*1), Y5, Y5
-	VPSUBW       Y5, Y9, Y9
-	VPSUBW       Y5, Y9, Y9
-	VPMADDWD     Y4, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	VPBROADCASTW (AX), X4
-	VCVTPH2PS    X4, X4
-	VPUNPCKLDQ   Y6, Y3, Y5
-	VPUNPCKHDQ   Y6, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VPUNPCKLDQ   Y8, Y7, Y3
-	VPUNPCKHDQ   Y8, Y7, Y6
-	VPADDD       Y6, Y3, Y3
-	VPUNPCKLQDQ  Y3, Y5, Y6
-	VPUNPCKHQDQ  Y3, Y5, Y3
-	VPADDD       Y3, Y6, Y6
-	VEXTRACTI128 $0x01, Y6, X3
-	VPADDD       X3, X6, X3
-	VCVTDQ2PS    X3, X3
-	VMOVSS       (CX), X5
-	VINSERTPS    $0x10, (CX)(SI*1), X5, X5
-	VINSERTPS    $0x20, (CX)(SI*2), X5, X5
-	VINSERTPS    $0x30, (CX)(DI*1), X5, X5
-	VMULPS       X5, X4, X4
-	VMULPS       X3, X4, X4
-	VADDPS       X4, X2, X2
-	ADDQ         $0x00000042, AX
-	ADDQ         $0x00000124, CX
-	DECQ         DX
-	JNZ          loopdotIQ2_XXSx4AVX2
-
-donedotIQ2_XXSx4AVX2:
-	VBROADCASTSS c32_3e000000<>+0(SB), X0
-	VMULPS       X0, X2, X2
-	MOVQ         out+40(FP), AX
-	VMOVUPS      X2, (AX)
-	VZEROUPPER
-	RET
-
-// func dotIQ2_XSAVX2(w *byte, a *byte, nb int, grid *uint64) float32
+// func dotIQ2_XSAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ2_XSAVX2(SB), NOSPLIT, $0-36
+TEXT ·dotIQ2_XSAVX2(SB), NOSPLIT, $32-28
 	MOVQ    w+0(FP), AX
 	MOVQ    a+8(FP), CX
 	MOVQ    nb+16(FP), DX
-	MOVQ    grid+24(FP), BX
-	VMOVDQU iq2bits<>+0(SB), Y0
-	VMOVDQU iq2spread<>+0(SB), Y1
-	VPXOR   X2, X2, X2
+	LEAQ    grid_iq2xsGrid<>+0(SB), BX
+	VMOVDQU iq3spread<>+0(SB), Y0
+	VMOVDQU iq3bits<>+0(SB), Y1
+	VMOVDQU v32_01010101<>+0(SB), Y2
+	VXORPS  X3, X3, X3
 	TESTQ   DX, DX
 	JZ      donedotIQ2_XSAVX2
 
 loopdotIQ2_XSAVX2:
-	VMOVDQU      2(AX), Y3
-	VMOVDQU      34(AX), Y4
-	VPSRLW       $0x09, Y3, Y3
-	VPSRLW       $0x09, Y4, Y4
-	VPACKUSWB    Y4, Y3, Y3
-	VPAND        v32_0f0f0f0f<>+0(SB), Y3, Y4
-	VPSRLW       $0x04, Y3, Y5
-	VPAND        v32_0f0f0f0f<>+0(SB), Y5, Y5
-	VMOVDQU      iq2par<>+0(SB), Y6
-	VPSHUFB      Y4, Y6, Y4
-	VPSHUFB      Y5, Y6, Y5
-	VPXOR        Y5, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPBROADCASTQ 66(AX), Y4
-	VPMOVZXBW    X4, Y4
-	VPSRLW       $0x04, Y4, Y5
-	VPAND        v32_000f000f<>+0(SB), Y4, Y4
-	VPADDW       Y4, Y4, Y4
-	VPADDW       Y5, Y5, Y5
-	VPOR         v32_00010001<>+0(SB), Y4, Y4
-	VPOR         v32_00010001<>+0(SB), Y5, Y5
-	VPUNPCKLWD   Y5, Y4, Y6
-	VPUNPCKHWD   Y5, Y4, Y4
-	VPUNPCKLQDQ  Y4, Y6, Y5
-	VPUNPCKHQDQ  Y4, Y6, Y4
-	VPXOR        Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPERMQ       $0x44, Y3, Y8
-	MOVWQZX      2(AX), SI
-	ANDQ         $0x000001ff, SI
-	MOVWQZX      4(AX), DI
-	ANDQ         $0x000001ff, DI
-	MOVWQZX      6(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      8(AX), R9
-	ANDQ         $0x000001ff, R9
-	VPBROADCASTQ (BX)(SI*8), Y9
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VPBROADCASTQ (BX)(R8*8), X10
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0x00, Y8, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0x00, Y5, Y11
-	VPSHUFB      iq2lanesc<>+0(SB), Y11, Y11
-	VMOVDQU      4(CX), Y12
-	VPMADDUBSW   Y12, Y9, Y9
-	VPMADDUBSW   Y12, Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y6, Y6
-	MOVWQZX      10(AX), SI
-	ANDQ         $0x000001ff, SI
-	MOVWQZX      12(AX), DI
-	ANDQ         $0x000001ff, DI
-	MOVWQZX      14(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      16(AX), R9
-	ANDQ         $0x000001ff, R9
-	VPBROADCASTQ (BX)(SI*8), Y9
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VPBROADCASTQ (BX)(R8*8), X10
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0x55, Y8, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0x55, Y5, Y11
-	VPSHUFB      iq2lanesc<>+0(SB), Y11, Y11
-	VMOVDQU      36(CX), Y12
-	VPMADDUBSW   Y12, Y9, Y9
-	VPMADDUBSW   Y12, Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y7, Y7
-	MOVWQZX      34(AX), SI
-	ANDQ         $0x000001ff, SI
-	MOVWQZX      36(AX), DI
-	ANDQ         $0x000001ff, DI
-	MOVWQZX      38(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      40(AX), R9
-	ANDQ         $0x000001ff, R9
-	VPBROADCASTQ (BX)(SI*8), Y9
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VPBROADCASTQ (BX)(R8*8), X10
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0xaa, Y8, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0xaa, Y5, Y11
-	VPSHUFB      iq2lanesc<>+0(SB), Y11, Y11
-	VMOVDQU      132(CX), Y12
-	VPMADDUBSW   Y12, Y9, Y9
-	VPMADDUBSW   Y12, Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y6, Y6
-	MOVWQZX      42(AX), SI
-	ANDQ         $0x000001ff, SI
-	MOVWQZX      44(AX), DI
-	ANDQ         $0x000001ff, DI
-	MOVWQZX      46(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      48(AX), R9
-	ANDQ         $0x000001ff, R9
-	VPBROADCASTQ (BX)(SI*8), Y9
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VPBROADCASTQ (BX)(R8*8), X10
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0xff, Y8, Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y9, Y8, Y8
-	VPSHUFD      $0xff, Y5, Y5
-	VPSHUFB      iq2lanesc<>+0(SB), Y5, Y5
-	VMOVDQU      164(CX), Y10
-	VPMADDUBSW   Y10, Y9, Y9
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y9, Y9
-	VPSUBW       Y8, Y9, Y9
-	VPMADDWD     Y5, Y9, Y9
-	VPADDD       Y9, Y7, Y7
-	VPERMQ       $0xee, Y3, Y3
-	MOVWQZX      18(AX), SI
-	ANDQ         $0x000001ff, SI
-	MOVWQZX      20(AX), DI
-	ANDQ         $0x000001ff, DI
-	MOVWQZX      22(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      24(AX), R9
-	ANDQ         $0x000001ff, R9
-	VPBROADCASTQ (BX)(SI*8), Y5
-	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y5, Y5
-	VPSHUFD      $0x00, Y3, Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y5, Y8, Y8
-	VPSHUFD      $0x00, Y4, Y9
-	VPSHUFB      iq2lanesc<>+0(SB), Y9, Y9
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VMOVDQU      2(AX), Y6
+	VMOVDQU      34(AX), Y7
+	VPSRLW       $0x09, Y6, Y6
+	VPSRLW       $0x09, Y7, Y7
+	VPACKUSWB    Y7, Y6, Y6
+	VPERMQ       $0xd8, Y6, Y6
+	VMOVDQU      iq2par<>+0(SB), Y9
+	VPAND        v32_0f0f0f0f<>+0(SB), Y6, Y7
+	VPSRLD       $0x04, Y6, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VPSHUFB      Y7, Y9, Y7
+	VPSHUFB      Y8, Y9, Y8
+	VPXOR        Y8, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VMOVDQU      Y6, (SP)
+	VPBROADCASTQ 66(AX), Y6
+	VPSHUFB      iq2sc0<>+0(SB), Y6, Y7
+	VPSRLVD      iq2scshift<>+0(SB), Y7, Y7
+	VPAND        v32_0000000f<>+0(SB), Y7, Y7
+	VPADDD       Y7, Y7, Y7
+	VPOR         v32_00000001<>+0(SB), Y7, Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y7, Y8, Y8
+	VPSHUFB      iq2sc1<>+0(SB), Y6, Y6
+	VPSRLVD      iq2scshift<>+0(SB), Y6, Y6
+	VPAND        v32_0000000f<>+0(SB), Y6, Y6
+	VPADDD       Y6, Y6, Y6
+	VPOR         v32_00000001<>+0(SB), Y6, Y6
+	VPSLLD       $0x10, Y6, Y7
+	VPOR         Y6, Y7, Y7
+	MOVWLZX      2(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVWLZX      4(AX), SI
+	ANDL         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	MOVWLZX      6(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), X9
+	MOVWLZX      8(AX), SI
+	ANDL         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y6, Y6
+	VPSHUFD      $0x00, Y8, Y9
+	VPBROADCASTD (SP), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
+	VMOVDQU      4(CX), Y10
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVWLZX      10(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVWLZX      12(AX), SI
+	ANDL         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	MOVWLZX      14(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), X9
+	MOVWLZX      16(AX), SI
+	ANDL         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y6, Y6
+	VPSHUFD      $0x55, Y8, Y9
+	VPBROADCASTD 4(SP), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
+	VMOVDQU      36(CX), Y10
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	MOVWLZX      18(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVWLZX      20(AX), SI
+	ANDL         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	MOVWLZX      22(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), X9
+	MOVWLZX      24(AX), SI
+	ANDL         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y6, Y6
+	VPSHUFD      $0xaa, Y8, Y9
+	VPBROADCASTD 8(SP), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
 	VMOVDQU      68(CX), Y10
-	VPMADDUBSW   Y10, Y5, Y5
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y5, Y5
-	VPSUBW       Y8, Y5, Y5
-	VPMADDWD     Y9, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	MOVWQZX      26(AX), SI
-	ANDQ         $0x000001ff, SI
-	MOVWQZX      28(AX), DI
-	ANDQ         $0x000001ff, DI
-	MOVWQZX      30(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      32(AX), R9
-	ANDQ         $0x000001ff, R9
-	VPBROADCASTQ (BX)(SI*8), Y5
-	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y5, Y5
-	VPSHUFD      $0x55, Y3, Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y5, Y8, Y8
-	VPSHUFD      $0x55, Y4, Y9
-	VPSHUFB      iq2lanesc<>+0(SB), Y9, Y9
-	VMOVDQU      100(CX), Y10
-	VPMADDUBSW   Y10, Y5, Y5
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y5, Y5
-	VPSUBW       Y8, Y5, Y5
-	VPMADDWD     Y9, Y5, Y5
-	VPADDD       Y5, Y7, Y7
-	MOVWQZX      50(AX), SI
-	ANDQ         $0x000001ff, SI
-	MOVWQZX      52(AX), DI
-	ANDQ         $0x000001ff, DI
-	MOVWQZX      54(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      56(AX), R9
-	ANDQ         $0x000001ff, R9
-	VPBROADCASTQ (BX)(SI*8), Y5
-	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y5, Y5
-	VPSHUFD      $0xaa, Y3, Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y5, Y8, Y8
-	VPSHUFD      $0xaa, Y4, Y9
-	VPSHUFB      iq2lanesc<>+0(SB), Y9, Y9
-	VMOVDQU      196(CX), Y10
-	VPMADDUBSW   Y10, Y5, Y5
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y5, Y5
-	VPSUBW       Y8, Y5, Y5
-	VPMADDWD     Y9, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	MOVWQZX      58(AX), SI
-	ANDQ         $0x000001ff, SI
-	MOVWQZX      60(AX), DI
-	ANDQ         $0x000001ff, DI
-	MOVWQZX      62(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      64(AX), R9
-	ANDQ         $0x000001ff, R9
-	VPBROADCASTQ (BX)(SI*8), Y5
-	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y5, Y5
-	VPSHUFD      $0xff, Y3, Y3
-	VPSHUFB      Y1, Y3, Y3
-	VPAND        Y0, Y3, Y3
-	VPCMPEQB     Y0, Y3, Y3
-	VPAND        Y5, Y3, Y3
-	VPSHUFD      $0xff, Y4, Y4
-	VPSHUFB      iq2lanesc<>+0(SB), Y4, Y4
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVWLZX      26(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVWLZX      28(AX), SI
+	ANDL         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	MOVWLZX      30(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), X9
+	MOVWLZX      32(AX), SI
+	ANDL         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y6, Y6
+	VPSHUFD      $0xff, Y8, Y8
+	VPBROADCASTD 12(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      100(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVWLZX      34(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVWLZX      36(AX), SI
+	ANDL         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	MOVWLZX      38(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), X8
+	MOVWLZX      40(AX), SI
+	ANDL         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X8, X8
+	VINSERTI128  $0x01, X8, Y6, Y6
+	VPSHUFD      $0x00, Y7, Y8
+	VPBROADCASTD 16(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      132(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWLZX      42(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVWLZX      44(AX), SI
+	ANDL         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	MOVWLZX      46(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), X8
+	MOVWLZX      48(AX), SI
+	ANDL         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X8, X8
+	VINSERTI128  $0x01, X8, Y6, Y6
+	VPSHUFD      $0x55, Y7, Y8
+	VPBROADCASTD 20(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      164(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVWLZX      50(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVWLZX      52(AX), SI
+	ANDL         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	MOVWLZX      54(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), X8
+	MOVWLZX      56(AX), SI
+	ANDL         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X8, X8
+	VINSERTI128  $0x01, X8, Y6, Y6
+	VPSHUFD      $0xaa, Y7, Y8
+	VPBROADCASTD 24(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      196(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWLZX      58(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVWLZX      60(AX), SI
+	ANDL         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	MOVWLZX      62(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), X8
+	MOVWLZX      64(AX), SI
+	ANDL         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X8, X8
+	VINSERTI128  $0x01, X8, Y6, Y6
+	VPSHUFD      $0xff, Y7, Y7
+	VPBROADCASTD 28(SP), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPCMPEQB     Y1, Y8, Y8
+	VPOR         Y2, Y8, Y8
+	VPSIGNB      Y8, Y6, Y6
 	VMOVDQU      228(CX), Y8
-	VPMADDUBSW   Y8, Y5, Y5
-	VPMADDUBSW   Y8, Y3, Y3
-	VPSUBW       Y3, Y5, Y5
-	VPSUBW       Y3, Y5, Y5
-	VPMADDWD     Y4, Y5, Y5
-	VPADDD       Y5, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	VPBROADCASTW (AX), X3
-	VCVTPH2PS    X3, X3
-	VEXTRACTI128 $0x01, Y6, X4
-	VPADDD       X4, X6, X4
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, X6
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VPADDD       X5, X4, X4
 	VPSHUFD      $0x4e, X4, X5
 	VPADDD       X5, X4, X4
 	VPSHUFD      $0xb1, X4, X5
 	VPADDD       X5, X4, X4
 	VCVTDQ2PS    X4, X4
-	VMULSS       (CX), X3, X3
-	VMULSS       X4, X3, X3
-	VADDSS       X3, X2, X2
+	VMULSS       (CX), X6, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
 	ADDQ         $0x0000004a, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
 	JNZ          loopdotIQ2_XSAVX2
 
 donedotIQ2_XSAVX2:
-	VBROADCASTSS c32_3e000000<>+0(SB), X0
-	VMULSS       X0, X2, X2
-	MOVSS        X2, ret+32(FP)
+	VMULSS c32_3e000000<>+0(SB), X3, X3
+	MOVSS  X3, ret+24(FP)
 	VZEROUPPER
 	RET
 
-DATA v32_000f000f<>+0(SB)/4, $0x000f000f
-DATA v32_000f000f<>+4(SB)/4, $0x000f000f
-DATA v32_000f000f<>+8(SB)/4, $0x000f000f
-DATA v32_000f000f<>+12(SB)/4, $0x000f000f
-DATA v32_000f000f<>+16(SB)/4, $0x000f000f
-DATA v32_000f000f<>+20(SB)/4, $0x000f000f
-DATA v32_000f000f<>+24(SB)/4, $0x000f000f
-DATA v32_000f000f<>+28(SB)/4, $0x000f000f
-GLOBL v32_000f000f<>(SB), RODATA|NOPTR, $32
+DATA iq2sc0<>+0(SB)/4, $0x80808000
+DATA iq2sc0<>+4(SB)/4, $0x80808001
+DATA iq2sc0<>+8(SB)/4, $0x80808002
+DATA iq2sc0<>+12(SB)/4, $0x80808003
+DATA iq2sc0<>+16(SB)/4, $0x80808000
+DATA iq2sc0<>+20(SB)/4, $0x80808001
+DATA iq2sc0<>+24(SB)/4, $0x80808002
+DATA iq2sc0<>+28(SB)/4, $0x80808003
+GLOBL iq2sc0<>(SB), RODATA|NOPTR, $32
 
-DATA v32_00010001<>+0(SB)/4, $0x00010001
-DATA v32_00010001<>+4(SB)/4, $0x00010001
-DATA v32_00010001<>+8(SB)/4, $0x00010001
-DATA v32_00010001<>+12(SB)/4, $0x00010001
-DATA v32_00010001<>+16(SB)/4, $0x00010001
-DATA v32_00010001<>+20(SB)/4, $0x00010001
-DATA v32_00010001<>+24(SB)/4, $0x00010001
-DATA v32_00010001<>+28(SB)/4, $0x00010001
-GLOBL v32_00010001<>(SB), RODATA|NOPTR, $32
+DATA iq2scshift<>+0(SB)/4, $0x00000000
+DATA iq2scshift<>+4(SB)/4, $0x00000000
+DATA iq2scshift<>+8(SB)/4, $0x00000000
+DATA iq2scshift<>+12(SB)/4, $0x00000000
+DATA iq2scshift<>+16(SB)/4, $0x00000004
+DATA iq2scshift<>+20(SB)/4, $0x00000004
+DATA iq2scshift<>+24(SB)/4, $0x00000004
+DATA iq2scshift<>+28(SB)/4, $0x00000004
+GLOBL iq2scshift<>(SB), RODATA|NOPTR, $32
 
-DATA iq2lanesc<>+0(SB)/4, $0x01000100
-DATA iq2lanesc<>+4(SB)/4, $0x01000100
-DATA iq2lanesc<>+8(SB)/4, $0x01000100
-DATA iq2lanesc<>+12(SB)/4, $0x01000100
-DATA iq2lanesc<>+16(SB)/4, $0x03020302
-DATA iq2lanesc<>+20(SB)/4, $0x03020302
-DATA iq2lanesc<>+24(SB)/4, $0x03020302
-DATA iq2lanesc<>+28(SB)/4, $0x03020302
-GLOBL iq2lanesc<>(SB), RODATA|NOPTR, $32
+DATA iq2sc1<>+0(SB)/4, $0x80808004
+DATA iq2sc1<>+4(SB)/4, $0x80808005
+DATA iq2sc1<>+8(SB)/4, $0x80808006
+DATA iq2sc1<>+12(SB)/4, $0x80808007
+DATA iq2sc1<>+16(SB)/4, $0x80808004
+DATA iq2sc1<>+20(SB)/4, $0x80808005
+DATA iq2sc1<>+24(SB)/4, $0x80808006
+DATA iq2sc1<>+28(SB)/4, $0x80808007
+GLOBL iq2sc1<>(SB), RODATA|NOPTR, $32
 
-// func dotIQ2_XSx4AVX2(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
-// Requires: AVX, AVX2, F16C
-TEXT ·dotIQ2_XSx4AVX2(SB), NOSPLIT, $0-48
-	MOVQ    w+0(FP), AX
-	MOVQ    a+8(FP), CX
-	MOVQ    nb+16(FP), DX
-	MOVQ    grid+32(FP), BX
-	MOVQ    astride+24(FP), SI
-	LEAQ    (SI)(SI*2), DI
-	VMOVDQU iq2bits<>+0(SB), Y0
-	VMOVDQU iq2spread<>+0(SB), Y1
-	VPXOR   X2, X2, X2
-	TESTQ   DX, DX
-	JZ      donedotIQ2_XSx4AVX2
+DATA grid_iq2sGrid<>+0(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+4(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+8(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+12(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+16(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+20(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+24(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+28(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+32(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+36(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+40(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+44(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+48(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+52(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+56(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+60(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+64(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+68(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+72(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+76(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+80(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+84(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+88(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+92(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+96(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+100(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+104(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+108(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+112(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+116(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+120(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+124(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+128(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+132(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+136(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+140(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+144(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+148(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+152(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+156(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+160(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+164(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+168(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+172(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+176(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+180(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+184(SB)/4, $0x192b192b
+DATA grid_iq2sGrid<>+188(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+192(SB)/4, $0x192b2b19
+DATA grid_iq2sGrid<>+196(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+200(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+204(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+208(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+212(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+216(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+220(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+224(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+228(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+232(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+236(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+240(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+244(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+248(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+252(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+256(SB)/4, $0x2b2b1919
+DATA grid_iq2sGrid<>+260(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+264(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+268(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+272(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+276(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+280(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+284(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+288(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+292(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+296(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+300(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+304(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+308(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+312(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+316(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+320(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+324(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+328(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+332(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+336(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+340(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+344(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+348(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+352(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+356(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+360(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+364(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+368(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+372(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+376(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+380(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+384(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+388(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+392(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+396(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+400(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+404(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+408(SB)/4, $0x19192b19
+DATA grid_iq2sGrid<>+412(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+416(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+420(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+424(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+428(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+432(SB)/4, $0x192b2b08
+DATA grid_iq2sGrid<>+436(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+440(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+444(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+448(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+452(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+456(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+460(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+464(SB)/4, $0x2b19082b
+DATA grid_iq2sGrid<>+468(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+472(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+476(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+480(SB)/4, $0x2b2b0819
+DATA grid_iq2sGrid<>+484(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+488(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+492(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+496(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+500(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+504(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+508(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+512(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+516(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+520(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+524(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+528(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+532(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+536(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+540(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+544(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+548(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+552(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+556(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+560(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+564(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+568(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+572(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+576(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+580(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+584(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+588(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+592(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+596(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+600(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+604(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+608(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+612(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+616(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+620(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+624(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+628(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+632(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+636(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+640(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+644(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+648(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+652(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+656(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+660(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+664(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+668(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+672(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+676(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+680(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+684(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+688(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+692(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+696(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+700(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+704(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+708(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+712(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+716(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+720(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+724(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+728(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+732(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+736(SB)/4, $0x082b2b19
+DATA grid_iq2sGrid<>+740(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+744(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+748(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+752(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+756(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+760(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+764(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+768(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+772(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+776(SB)/4, $0x19082b2b
+DATA grid_iq2sGrid<>+780(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+784(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+788(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+792(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+796(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+800(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+804(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+808(SB)/4, $0x19192b19
+DATA grid_iq2sGrid<>+812(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+816(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+820(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+824(SB)/4, $0x192b082b
+DATA grid_iq2sGrid<>+828(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+832(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+836(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+840(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+844(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+848(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+852(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+856(SB)/4, $0x2b08192b
+DATA grid_iq2sGrid<>+860(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+864(SB)/4, $0x2b082b19
+DATA grid_iq2sGrid<>+868(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+872(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+876(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+880(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+884(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+888(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+892(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+896(SB)/4, $0x2b2b0819
+DATA grid_iq2sGrid<>+900(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+904(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+908(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+912(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+916(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+920(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+924(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+928(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+932(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+936(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+940(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+944(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+948(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+952(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+956(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+960(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+964(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+968(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+972(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+976(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+980(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+984(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+988(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+992(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+996(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1000(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+1004(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1008(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+1012(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1016(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+1020(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1024(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+1028(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1032(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+1036(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1040(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+1044(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1048(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+1052(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1056(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+1060(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1064(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+1068(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1072(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+1076(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1080(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+1084(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1088(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+1092(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1096(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+1100(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1104(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+1108(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1112(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+1116(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1120(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+1124(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1128(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+1132(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1136(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+1140(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1144(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+1148(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1152(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+1156(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1160(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1164(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1168(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1172(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1176(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1180(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1184(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+1188(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1192(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+1196(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1200(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+1204(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1208(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+1212(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1216(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+1220(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1224(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+1228(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1232(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+1236(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1240(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+1244(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1248(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+1252(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1256(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+1260(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1264(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+1268(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1272(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+1276(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1280(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1284(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1288(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1292(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1296(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1300(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1304(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+1308(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1312(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+1316(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1320(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+1324(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1328(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+1332(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1336(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+1340(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1344(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+1348(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1352(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+1356(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1360(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+1364(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1368(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+1372(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1376(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+1380(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1384(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+1388(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1392(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+1396(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1400(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+1404(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1408(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+1412(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1416(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+1420(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1424(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+1428(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1432(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+1436(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1440(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+1444(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1448(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+1452(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1456(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+1460(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1464(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+1468(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1472(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+1476(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1480(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1484(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1488(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+1492(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1496(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+1500(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1504(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+1508(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1512(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+1516(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1520(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+1524(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1528(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+1532(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1536(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+1540(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1544(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+1548(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1552(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+1556(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1560(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+1564(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1568(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+1572(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1576(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+1580(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1584(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+1588(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+1592(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1596(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+1600(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+1604(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+1608(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+1612(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+1616(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+1620(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+1624(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+1628(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+1632(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+1636(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+1640(SB)/4, $0x2b192b19
+DATA grid_iq2sGrid<>+1644(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+1648(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+1652(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1656(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+1660(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1664(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1668(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1672(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1676(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1680(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1684(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1688(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+1692(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1696(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+1700(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1704(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+1708(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1712(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+1716(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1720(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+1724(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1728(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+1732(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1736(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+1740(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1744(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+1748(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1752(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+1756(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1760(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+1764(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1768(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+1772(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1776(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+1780(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1784(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+1788(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1792(SB)/4, $0x19192b19
+DATA grid_iq2sGrid<>+1796(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1800(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+1804(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1808(SB)/4, $0x192b082b
+DATA grid_iq2sGrid<>+1812(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1816(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+1820(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1824(SB)/4, $0x192b2b08
+DATA grid_iq2sGrid<>+1828(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1832(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+1836(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1840(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+1844(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1848(SB)/4, $0x2b08192b
+DATA grid_iq2sGrid<>+1852(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1856(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+1860(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1864(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+1868(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1872(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+1876(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1880(SB)/4, $0x2b2b0819
+DATA grid_iq2sGrid<>+1884(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1888(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+1892(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1896(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+1900(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1904(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+1908(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1912(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1916(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1920(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1924(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1928(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+1932(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1936(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1940(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1944(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+1948(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1952(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+1956(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1960(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+1964(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1968(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+1972(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1976(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+1980(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1984(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+1988(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1992(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+1996(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2000(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+2004(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2008(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+2012(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2016(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+2020(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2024(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+2028(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2032(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+2036(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2040(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+2044(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2048(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+2052(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2056(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+2060(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2064(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+2068(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2072(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+2076(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2080(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+2084(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2088(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+2092(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2096(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+2100(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2104(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+2108(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2112(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+2116(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2120(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+2124(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2128(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+2132(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2136(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+2140(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2144(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+2148(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2152(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+2156(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2160(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2164(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2168(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+2172(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2176(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+2180(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2184(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+2188(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2192(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+2196(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2200(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+2204(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2208(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+2212(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2216(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+2220(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2224(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+2228(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2232(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+2236(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2240(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+2244(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2248(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+2252(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2256(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+2260(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2264(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+2268(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2272(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2276(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2280(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2284(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2288(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2292(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2296(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2300(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2304(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+2308(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2312(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+2316(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2320(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+2324(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2328(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+2332(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2336(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+2340(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2344(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+2348(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2352(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+2356(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2360(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+2364(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2368(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+2372(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2376(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+2380(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2384(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+2388(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2392(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+2396(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2400(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+2404(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2408(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+2412(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2416(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+2420(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2424(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+2428(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2432(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+2436(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2440(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+2444(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2448(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+2452(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2456(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+2460(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2464(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+2468(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2472(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+2476(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2480(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+2484(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2488(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+2492(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2496(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+2500(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2504(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2508(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2512(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2516(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2520(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2524(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2528(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+2532(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2536(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+2540(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2544(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+2548(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2552(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+2556(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2560(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+2564(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2568(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+2572(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2576(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+2580(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2584(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+2588(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2592(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+2596(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2600(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+2604(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2608(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+2612(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2616(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+2620(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2624(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+2628(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2632(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+2636(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2640(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+2644(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2648(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2652(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2656(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2660(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2664(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+2668(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2672(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+2676(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2680(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+2684(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2688(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+2692(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2696(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+2700(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2704(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+2708(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2712(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+2716(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2720(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+2724(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2728(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+2732(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2736(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+2740(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2744(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+2748(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2752(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2756(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2760(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2764(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2768(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+2772(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2776(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+2780(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2784(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+2788(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2792(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+2796(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2800(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+2804(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2808(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+2812(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2816(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+2820(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2824(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+2828(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2832(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+2836(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2840(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+2844(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2848(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+2852(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2856(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+2860(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2864(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+2868(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2872(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+2876(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2880(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2884(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2888(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2892(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2896(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+2900(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2904(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+2908(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2912(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+2916(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2920(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+2924(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2928(SB)/4, $0x192b2b19
+DATA grid_iq2sGrid<>+2932(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2936(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+2940(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2944(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+2948(SB)/4, $0x08192b2b
+DATA grid_iq2sGrid<>+2952(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+2956(SB)/4, $0x08192b2b
+DATA grid_iq2sGrid<>+2960(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+2964(SB)/4, $0x08192b2b
+DATA grid_iq2sGrid<>+2968(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+2972(SB)/4, $0x08192b2b
+DATA grid_iq2sGrid<>+2976(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+2980(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+2984(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+2988(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+2992(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+2996(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3000(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+3004(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3008(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+3012(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3016(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+3020(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3024(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+3028(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3032(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+3036(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3040(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3044(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3048(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3052(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3056(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+3060(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3064(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+3068(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3072(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+3076(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3080(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+3084(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3088(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+3092(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3096(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+3100(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3104(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+3108(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3112(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+3116(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3120(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+3124(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3128(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+3132(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3136(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+3140(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3144(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+3148(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3152(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+3156(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3160(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+3164(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3168(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+3172(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3176(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+3180(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3184(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3188(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3192(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3196(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3200(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+3204(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3208(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+3212(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3216(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+3220(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3224(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+3228(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3232(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+3236(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3240(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+3244(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3248(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+3252(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3256(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+3260(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3264(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+3268(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3272(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+3276(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3280(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3284(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3288(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3292(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3296(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+3300(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3304(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+3308(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3312(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+3316(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3320(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+3324(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3328(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+3332(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3336(SB)/4, $0x2b2b2b08
+DATA grid_iq2sGrid<>+3340(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3344(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+3348(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3352(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+3356(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3360(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+3364(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3368(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+3372(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3376(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+3380(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3384(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+3388(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3392(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+3396(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3400(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3404(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3408(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3412(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3416(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3420(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3424(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+3428(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3432(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+3436(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3440(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+3444(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3448(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+3452(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3456(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+3460(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3464(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+3468(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3472(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+3476(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3480(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+3484(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3488(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+3492(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3496(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+3500(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3504(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+3508(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3512(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+3516(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3520(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+3524(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3528(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+3532(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3536(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3540(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3544(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+3548(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3552(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+3556(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3560(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+3564(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3568(SB)/4, $0x192b192b
+DATA grid_iq2sGrid<>+3572(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3576(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+3580(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3584(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+3588(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+3592(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+3596(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+3600(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+3604(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+3608(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3612(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+3616(SB)/4, $0x19192b19
+DATA grid_iq2sGrid<>+3620(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+3624(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+3628(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3632(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+3636(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3640(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+3644(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3648(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+3652(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3656(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+3660(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3664(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+3668(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3672(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+3676(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3680(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+3684(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3688(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+3692(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3696(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+3700(SB)/4, $0x082b2b19
+DATA grid_iq2sGrid<>+3704(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+3708(SB)/4, $0x082b2b19
+DATA grid_iq2sGrid<>+3712(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+3716(SB)/4, $0x082b2b19
+DATA grid_iq2sGrid<>+3720(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+3724(SB)/4, $0x082b2b19
+DATA grid_iq2sGrid<>+3728(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+3732(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+3736(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3740(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+3744(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+3748(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+3752(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+3756(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+3760(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+3764(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+3768(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+3772(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3776(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+3780(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3784(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+3788(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3792(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+3796(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3800(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+3804(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3808(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+3812(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3816(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+3820(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3824(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+3828(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3832(SB)/4, $0x08192b2b
+DATA grid_iq2sGrid<>+3836(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3840(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3844(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3848(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3852(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3856(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+3860(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3864(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3868(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3872(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+3876(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3880(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+3884(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3888(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+3892(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3896(SB)/4, $0x19082b2b
+DATA grid_iq2sGrid<>+3900(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3904(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+3908(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3912(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+3916(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3920(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+3924(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3928(SB)/4, $0x19192b19
+DATA grid_iq2sGrid<>+3932(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3936(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+3940(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3944(SB)/4, $0x192b082b
+DATA grid_iq2sGrid<>+3948(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3952(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+3956(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3960(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+3964(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3968(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+3972(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3976(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+3980(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3984(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+3988(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3992(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+3996(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+4000(SB)/4, $0x2b2b0819
+DATA grid_iq2sGrid<>+4004(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+4008(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+4012(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+4016(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+4020(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4024(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+4028(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4032(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+4036(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4040(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+4044(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4048(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+4052(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4056(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+4060(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4064(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+4068(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4072(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+4076(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4080(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+4084(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4088(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+4092(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4096(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+4100(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4104(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4108(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4112(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4116(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4120(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4124(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4128(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+4132(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4136(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+4140(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4144(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+4148(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4152(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+4156(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4160(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+4164(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4168(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+4172(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4176(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+4180(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4184(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+4188(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4192(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+4196(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4200(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+4204(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4208(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+4212(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4216(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+4220(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4224(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+4228(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4232(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+4236(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4240(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+4244(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4248(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+4252(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4256(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+4260(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4264(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+4268(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4272(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+4276(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4280(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+4284(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4288(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+4292(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4296(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+4300(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4304(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4308(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4312(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4316(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4320(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+4324(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4328(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+4332(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4336(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+4340(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4344(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+4348(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4352(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+4356(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4360(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+4364(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4368(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+4372(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4376(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+4380(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4384(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+4388(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4392(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+4396(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4400(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+4404(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4408(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+4412(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4416(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+4420(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4424(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+4428(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4432(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+4436(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4440(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+4444(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4448(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+4452(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4456(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+4460(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4464(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4468(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4472(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4476(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4480(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4484(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4488(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+4492(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4496(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+4500(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4504(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+4508(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4512(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+4516(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4520(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+4524(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4528(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+4532(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4536(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+4540(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4544(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+4548(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4552(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+4556(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4560(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+4564(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4568(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+4572(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4576(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+4580(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4584(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+4588(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4592(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+4596(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4600(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+4604(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4608(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+4612(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4616(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+4620(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4624(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+4628(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4632(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+4636(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4640(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+4644(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4648(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+4652(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4656(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+4660(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4664(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+4668(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4672(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+4676(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4680(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+4684(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4688(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4692(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4696(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4700(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4704(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4708(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4712(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+4716(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4720(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+4724(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4728(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+4732(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4736(SB)/4, $0x192b2b2b
+DATA grid_iq2sGrid<>+4740(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4744(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+4748(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4752(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+4756(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4760(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+4764(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4768(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+4772(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4776(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+4780(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4784(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+4788(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4792(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+4796(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4800(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+4804(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4808(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+4812(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4816(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+4820(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4824(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4828(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4832(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4836(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4840(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+4844(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4848(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+4852(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4856(SB)/4, $0x2b2b1919
+DATA grid_iq2sGrid<>+4860(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4864(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+4868(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4872(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+4876(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4880(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+4884(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4888(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+4892(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4896(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+4900(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4904(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+4908(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4912(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+4916(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4920(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+4924(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4928(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+4932(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4936(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+4940(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4944(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4948(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4952(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4956(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4960(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4964(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4968(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+4972(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4976(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+4980(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4984(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+4988(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4992(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+4996(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+5000(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+5004(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+5008(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+5012(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5016(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+5020(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5024(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+5028(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5032(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+5036(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5040(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+5044(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5048(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+5052(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5056(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+5060(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5064(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+5068(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5072(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+5076(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5080(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5084(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5088(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+5092(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5096(SB)/4, $0x2b19192b
+DATA grid_iq2sGrid<>+5100(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5104(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+5108(SB)/4, $0x19082b2b
+DATA grid_iq2sGrid<>+5112(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+5116(SB)/4, $0x19082b2b
+DATA grid_iq2sGrid<>+5120(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+5124(SB)/4, $0x19082b2b
+DATA grid_iq2sGrid<>+5128(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+5132(SB)/4, $0x19082b2b
+DATA grid_iq2sGrid<>+5136(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+5140(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5144(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+5148(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5152(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+5156(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5160(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+5164(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5168(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+5172(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5176(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+5180(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5184(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+5188(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5192(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+5196(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5200(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+5204(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5208(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+5212(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5216(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+5220(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5224(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+5228(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5232(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+5236(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5240(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+5244(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5248(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+5252(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5256(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5260(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5264(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5268(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5272(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5276(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5280(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5284(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5288(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5292(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5296(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+5300(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5304(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+5308(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5312(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+5316(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5320(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+5324(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5328(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+5332(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5336(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+5340(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5344(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+5348(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5352(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+5356(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5360(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+5364(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5368(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+5372(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5376(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+5380(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5384(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+5388(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5392(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+5396(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5400(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+5404(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5408(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+5412(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5416(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+5420(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5424(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+5428(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5432(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+5436(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5440(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+5444(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5448(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+5452(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5456(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+5460(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5464(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+5468(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5472(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5476(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5480(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5484(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5488(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+5492(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5496(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+5500(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5504(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+5508(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5512(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+5516(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5520(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+5524(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5528(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+5532(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5536(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+5540(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5544(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+5548(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5552(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+5556(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5560(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+5564(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5568(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+5572(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5576(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+5580(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5584(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5588(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5592(SB)/4, $0x192b2b19
+DATA grid_iq2sGrid<>+5596(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5600(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+5604(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5608(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+5612(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5616(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+5620(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5624(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+5628(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5632(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+5636(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5640(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+5644(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5648(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+5652(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5656(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+5660(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5664(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+5668(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5672(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+5676(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5680(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+5684(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5688(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+5692(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5696(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+5700(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5704(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+5708(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5712(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+5716(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5720(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5724(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5728(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5732(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5736(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+5740(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5744(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+5748(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5752(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+5756(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5760(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+5764(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5768(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+5772(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5776(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+5780(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5784(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+5788(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5792(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+5796(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5800(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+5804(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5808(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+5812(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5816(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+5820(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5824(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+5828(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5832(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+5836(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5840(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5844(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5848(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+5852(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5856(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+5860(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+5864(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+5868(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+5872(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+5876(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+5880(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+5884(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+5888(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+5892(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+5896(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+5900(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5904(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+5908(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5912(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+5916(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5920(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+5924(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5928(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+5932(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5936(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+5940(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5944(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+5948(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5952(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+5956(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5960(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+5964(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5968(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5972(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5976(SB)/4, $0x19192b2b
+DATA grid_iq2sGrid<>+5980(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5984(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+5988(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5992(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+5996(SB)/4, $0x19192b19
+DATA grid_iq2sGrid<>+6000(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+6004(SB)/4, $0x19192b19
+DATA grid_iq2sGrid<>+6008(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+6012(SB)/4, $0x19192b19
+DATA grid_iq2sGrid<>+6016(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+6020(SB)/4, $0x19192b19
+DATA grid_iq2sGrid<>+6024(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+6028(SB)/4, $0x19192b2b
+DATA grid_iq2sGrid<>+6032(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+6036(SB)/4, $0x19192b2b
+DATA grid_iq2sGrid<>+6040(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+6044(SB)/4, $0x19192b2b
+DATA grid_iq2sGrid<>+6048(SB)/4, $0x2b2b2b08
+DATA grid_iq2sGrid<>+6052(SB)/4, $0x19192b2b
+DATA grid_iq2sGrid<>+6056(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+6060(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6064(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+6068(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6072(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+6076(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6080(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+6084(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6088(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+6092(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6096(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+6100(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6104(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+6108(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6112(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+6116(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6120(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+6124(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6128(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+6132(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6136(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+6140(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6144(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+6148(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6152(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+6156(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6160(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+6164(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6168(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6172(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6176(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6180(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6184(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+6188(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6192(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+6196(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6200(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+6204(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6208(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+6212(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6216(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+6220(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6224(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+6228(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6232(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+6236(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6240(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+6244(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6248(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+6252(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6256(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+6260(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6264(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+6268(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6272(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6276(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6280(SB)/4, $0x2b192b19
+DATA grid_iq2sGrid<>+6284(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6288(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+6292(SB)/4, $0x192b082b
+DATA grid_iq2sGrid<>+6296(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+6300(SB)/4, $0x192b082b
+DATA grid_iq2sGrid<>+6304(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+6308(SB)/4, $0x192b082b
+DATA grid_iq2sGrid<>+6312(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+6316(SB)/4, $0x192b082b
+DATA grid_iq2sGrid<>+6320(SB)/4, $0x2b2b0819
+DATA grid_iq2sGrid<>+6324(SB)/4, $0x192b082b
+DATA grid_iq2sGrid<>+6328(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+6332(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6336(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+6340(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6344(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+6348(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6352(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+6356(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6360(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+6364(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6368(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+6372(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6376(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+6380(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6384(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+6388(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6392(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+6396(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6400(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6404(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6408(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+6412(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+6416(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+6420(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+6424(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+6428(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+6432(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+6436(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+6440(SB)/4, $0x19082b2b
+DATA grid_iq2sGrid<>+6444(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+6448(SB)/4, $0x192b2b08
+DATA grid_iq2sGrid<>+6452(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+6456(SB)/4, $0x2b19082b
+DATA grid_iq2sGrid<>+6460(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+6464(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+6468(SB)/4, $0x192b192b
+DATA grid_iq2sGrid<>+6472(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+6476(SB)/4, $0x192b192b
+DATA grid_iq2sGrid<>+6480(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+6484(SB)/4, $0x192b2b08
+DATA grid_iq2sGrid<>+6488(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+6492(SB)/4, $0x192b2b08
+DATA grid_iq2sGrid<>+6496(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+6500(SB)/4, $0x192b2b08
+DATA grid_iq2sGrid<>+6504(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+6508(SB)/4, $0x192b2b08
+DATA grid_iq2sGrid<>+6512(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+6516(SB)/4, $0x192b2b08
+DATA grid_iq2sGrid<>+6520(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+6524(SB)/4, $0x192b2b19
+DATA grid_iq2sGrid<>+6528(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+6532(SB)/4, $0x192b2b19
+DATA grid_iq2sGrid<>+6536(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+6540(SB)/4, $0x192b2b2b
+DATA grid_iq2sGrid<>+6544(SB)/4, $0x2b2b0819
+DATA grid_iq2sGrid<>+6548(SB)/4, $0x192b2b2b
+DATA grid_iq2sGrid<>+6552(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+6556(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6560(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+6564(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6568(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+6572(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6576(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+6580(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6584(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+6588(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6592(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+6596(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6600(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+6604(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6608(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+6612(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6616(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+6620(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6624(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+6628(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6632(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+6636(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6640(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+6644(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6648(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+6652(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6656(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+6660(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6664(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+6668(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6672(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6676(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6680(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6684(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6688(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+6692(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6696(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+6700(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6704(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+6708(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6712(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+6716(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6720(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+6724(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6728(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+6732(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6736(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+6740(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6744(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+6748(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6752(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+6756(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6760(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+6764(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6768(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+6772(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6776(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+6780(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6784(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+6788(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6792(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+6796(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6800(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+6804(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6808(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+6812(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6816(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+6820(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6824(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+6828(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6832(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6836(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6840(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6844(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6848(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+6852(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6856(SB)/4, $0x2b2b2b19
+DATA grid_iq2sGrid<>+6860(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6864(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+6868(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+6872(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+6876(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+6880(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+6884(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+6888(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+6892(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+6896(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+6900(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+6904(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+6908(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+6912(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+6916(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+6920(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+6924(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+6928(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+6932(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6936(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+6940(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6944(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+6948(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6952(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+6956(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6960(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+6964(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6968(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+6972(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6976(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+6980(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6984(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+6988(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6992(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+6996(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7000(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+7004(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7008(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+7012(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7016(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+7020(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7024(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+7028(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7032(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+7036(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7040(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+7044(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7048(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+7052(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7056(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+7060(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7064(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7068(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7072(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7076(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7080(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+7084(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7088(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+7092(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7096(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+7100(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7104(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+7108(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7112(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+7116(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7120(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+7124(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7128(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+7132(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7136(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+7140(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7144(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+7148(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7152(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+7156(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7160(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+7164(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7168(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+7172(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7176(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+7180(SB)/4, $0x2b08192b
+DATA grid_iq2sGrid<>+7184(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+7188(SB)/4, $0x2b08192b
+DATA grid_iq2sGrid<>+7192(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+7196(SB)/4, $0x2b08192b
+DATA grid_iq2sGrid<>+7200(SB)/4, $0x082b2b19
+DATA grid_iq2sGrid<>+7204(SB)/4, $0x2b08192b
+DATA grid_iq2sGrid<>+7208(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+7212(SB)/4, $0x2b08192b
+DATA grid_iq2sGrid<>+7216(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+7220(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+7224(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+7228(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+7232(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+7236(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+7240(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+7244(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+7248(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+7252(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+7256(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+7260(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+7264(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+7268(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+7272(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+7276(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+7280(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+7284(SB)/4, $0x2b082b19
+DATA grid_iq2sGrid<>+7288(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+7292(SB)/4, $0x2b082b19
+DATA grid_iq2sGrid<>+7296(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+7300(SB)/4, $0x2b082b19
+DATA grid_iq2sGrid<>+7304(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+7308(SB)/4, $0x2b082b19
+DATA grid_iq2sGrid<>+7312(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+7316(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+7320(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+7324(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+7328(SB)/4, $0x19192b2b
+DATA grid_iq2sGrid<>+7332(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+7336(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+7340(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+7344(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+7348(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+7352(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+7356(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7360(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+7364(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7368(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+7372(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7376(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+7380(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7384(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+7388(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7392(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+7396(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7400(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+7404(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7408(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+7412(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7416(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+7420(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7424(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+7428(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7432(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+7436(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7440(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+7444(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7448(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+7452(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7456(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+7460(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7464(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+7468(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7472(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+7476(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7480(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7484(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7488(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7492(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7496(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+7500(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+7504(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+7508(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+7512(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+7516(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+7520(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+7524(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+7528(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+7532(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+7536(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+7540(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+7544(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+7548(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+7552(SB)/4, $0x19192b2b
+DATA grid_iq2sGrid<>+7556(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+7560(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+7564(SB)/4, $0x2b19082b
+DATA grid_iq2sGrid<>+7568(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+7572(SB)/4, $0x2b19082b
+DATA grid_iq2sGrid<>+7576(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+7580(SB)/4, $0x2b19082b
+DATA grid_iq2sGrid<>+7584(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+7588(SB)/4, $0x2b19082b
+DATA grid_iq2sGrid<>+7592(SB)/4, $0x2b2b192b
+DATA grid_iq2sGrid<>+7596(SB)/4, $0x2b19082b
+DATA grid_iq2sGrid<>+7600(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+7604(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7608(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+7612(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7616(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+7620(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7624(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+7628(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7632(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+7636(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7640(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+7644(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7648(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+7652(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7656(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+7660(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7664(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+7668(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7672(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+7676(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7680(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+7684(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7688(SB)/4, $0x2b19192b
+DATA grid_iq2sGrid<>+7692(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7696(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+7700(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+7704(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+7708(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+7712(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+7716(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+7720(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+7724(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+7728(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+7732(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+7736(SB)/4, $0x2b2b0819
+DATA grid_iq2sGrid<>+7740(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+7744(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+7748(SB)/4, $0x2b19192b
+DATA grid_iq2sGrid<>+7752(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+7756(SB)/4, $0x2b19192b
+DATA grid_iq2sGrid<>+7760(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+7764(SB)/4, $0x2b19192b
+DATA grid_iq2sGrid<>+7768(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+7772(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+7776(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+7780(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+7784(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+7788(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+7792(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+7796(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+7800(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+7804(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+7808(SB)/4, $0x2b2b2b19
+DATA grid_iq2sGrid<>+7812(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+7816(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+7820(SB)/4, $0x2b192b19
+DATA grid_iq2sGrid<>+7824(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+7828(SB)/4, $0x2b192b19
+DATA grid_iq2sGrid<>+7832(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+7836(SB)/4, $0x2b192b19
+DATA grid_iq2sGrid<>+7840(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7844(SB)/4, $0x2b192b2b
+DATA grid_iq2sGrid<>+7848(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+7852(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7856(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+7860(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7864(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+7868(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7872(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+7876(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7880(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+7884(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7888(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+7892(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7896(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+7900(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7904(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+7908(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7912(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+7916(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7920(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+7924(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7928(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+7932(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7936(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+7940(SB)/4, $0x2b2b0819
+DATA grid_iq2sGrid<>+7944(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+7948(SB)/4, $0x2b2b0819
+DATA grid_iq2sGrid<>+7952(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+7956(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+7960(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+7964(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+7968(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+7972(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+7976(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+7980(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+7984(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+7988(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+7992(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+7996(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+8000(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+8004(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+8008(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+8012(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+8016(SB)/4, $0x2b2b2b08
+DATA grid_iq2sGrid<>+8020(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+8024(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+8028(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+8032(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+8036(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+8040(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+8044(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+8048(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+8052(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+8056(SB)/4, $0x2b082b19
+DATA grid_iq2sGrid<>+8060(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+8064(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+8068(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+8072(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+8076(SB)/4, $0x2b2b1919
+DATA grid_iq2sGrid<>+8080(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+8084(SB)/4, $0x2b2b1919
+DATA grid_iq2sGrid<>+8088(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+8092(SB)/4, $0x2b2b192b
+DATA grid_iq2sGrid<>+8096(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+8100(SB)/4, $0x2b2b2b08
+DATA grid_iq2sGrid<>+8104(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+8108(SB)/4, $0x2b2b2b08
+DATA grid_iq2sGrid<>+8112(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+8116(SB)/4, $0x2b2b2b08
+DATA grid_iq2sGrid<>+8120(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+8124(SB)/4, $0x2b2b2b19
+DATA grid_iq2sGrid<>+8128(SB)/4, $0x2b08192b
+DATA grid_iq2sGrid<>+8132(SB)/4, $0x2b2b2b19
+DATA grid_iq2sGrid<>+8136(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+8140(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+8144(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+8148(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+8152(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+8156(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+8160(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+8164(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+8168(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+8172(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+8176(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+8180(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+8184(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+8188(SB)/4, $0x2b2b2b2b
+GLOBL grid_iq2sGrid<>(SB), RODATA|NOPTR, $8192
 
-loopdotIQ2_XSx4AVX2:
-	VMOVDQU      2(AX), Y3
-	VMOVDQU      34(AX), Y4
-	VPSRLW       $0x09, Y3, Y3
-	VPSRLW       $0x09, Y4, Y4
-	VPACKUSWB    Y4, Y3, Y3
-	VPAND        v32_0f0f0f0f<>+0(SB), Y3, Y4
-	VPSRLW       $0x04, Y3, Y5
-	VPAND        v32_0f0f0f0f<>+0(SB), Y5, Y5
-	VMOVDQU      iq2par<>+0(SB), Y6
-	VPSHUFB      Y4, Y6, Y4
-	VPSHUFB      Y5, Y6, Y5
-	VPXOR        Y5, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPBROADCASTQ 66(AX), Y4
-	VPMOVZXBW    X4, Y4
-	VPSRLW       $0x04, Y4, Y5
-	VPAND        v32_000f000f<>+0(SB), Y4, Y4
-	VPADDW       Y4, Y4, Y4
-	VPADDW       Y5, Y5, Y5
-	VPOR         v32_00010001<>+0(SB), Y4, Y4
-	VPOR         v32_00010001<>+0(SB), Y5, Y5
-	VPUNPCKLWD   Y5, Y4, Y6
-	VPUNPCKHWD   Y5, Y4, Y4
-	VPUNPCKLQDQ  Y4, Y6, Y5
-	VPUNPCKHQDQ  Y4, Y6, Y4
-	VPXOR        Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPXOR        Y8, Y8, Y8
-	VPXOR        Y9, Y9, Y9
-	VPERMQ       $0x44, Y3, Y10
-	MOVWQZX      2(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      4(AX), R9
-	ANDQ         $0x000001ff, R9
-	MOVWQZX      6(AX), R10
-	ANDQ         $0x000001ff, R10
-	MOVWQZX      8(AX), R11
-	ANDQ         $0x000001ff, R11
-	VPBROADCASTQ (BX)(R8*8), Y11
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VPBROADCASTQ (BX)(R10*8), X12
-	VPINSRQ      $0x01, (BX)(R11*8), X12, X12
-	VINSERTI128  $0x01, X12, Y11, Y11
-	VPSHUFD      $0x00, Y10, Y12
-	VPSHUFB      Y1, Y12, Y12
-	VPAND        Y0, Y12, Y12
-	VPCMPEQB     Y0, Y12, Y12
-	VPAND        Y11, Y12, Y12
-	VPSHUFD      $0x00, Y5, Y13
-	VPSHUFB      iq2lanesc<>+0(SB), Y13, Y13
-	VPMADDUBSW   4(CX), Y11, Y14
-	VPMADDUBSW   4(CX), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y6, Y6
-	VPMADDUBSW   4(CX)(SI*1), Y11, Y14
-	VPMADDUBSW   4(CX)(SI*1), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VPMADDUBSW   4(CX)(SI*2), Y11, Y14
-	VPMADDUBSW   4(CX)(SI*2), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y8, Y8
-	VPMADDUBSW   4(CX)(DI*1), Y11, Y11
-	VPMADDUBSW   4(CX)(DI*1), Y12, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y13, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	MOVWQZX      10(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      12(AX), R9
-	ANDQ         $0x000001ff, R9
-	MOVWQZX      14(AX), R10
-	ANDQ         $0x000001ff, R10
-	MOVWQZX      16(AX), R11
-	ANDQ         $0x000001ff, R11
-	VPBROADCASTQ (BX)(R8*8), Y11
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VPBROADCASTQ (BX)(R10*8), X12
-	VPINSRQ      $0x01, (BX)(R11*8), X12, X12
-	VINSERTI128  $0x01, X12, Y11, Y11
-	VPSHUFD      $0x55, Y10, Y12
-	VPSHUFB      Y1, Y12, Y12
-	VPAND        Y0, Y12, Y12
-	VPCMPEQB     Y0, Y12, Y12
-	VPAND        Y11, Y12, Y12
-	VPSHUFD      $0x55, Y5, Y13
-	VPSHUFB      iq2lanesc<>+0(SB), Y13, Y13
-	VPMADDUBSW   36(CX), Y11, Y14
-	VPMADDUBSW   36(CX), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y6, Y6
-	VPMADDUBSW   36(CX)(SI*1), Y11, Y14
-	VPMADDUBSW   36(CX)(SI*1), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VPMADDUBSW   36(CX)(SI*2), Y11, Y14
-	VPMADDUBSW   36(CX)(SI*2), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y8, Y8
-	VPMADDUBSW   36(CX)(DI*1), Y11, Y11
-	VPMADDUBSW   36(CX)(DI*1), Y12, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y13, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	MOVWQZX      34(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      36(AX), R9
-	ANDQ         $0x000001ff, R9
-	MOVWQZX      38(AX), R10
-	ANDQ         $0x000001ff, R10
-	MOVWQZX      40(AX), R11
-	ANDQ         $0x000001ff, R11
-	VPBROADCASTQ (BX)(R8*8), Y11
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VPBROADCASTQ (BX)(R10*8), X12
-	VPINSRQ      $0x01, (BX)(R11*8), X12, X12
-	VINSERTI128  $0x01, X12, Y11, Y11
-	VPSHUFD      $0xaa, Y10, Y12
-	VPSHUFB      Y1, Y12, Y12
-	VPAND        Y0, Y12, Y12
-	VPCMPEQB     Y0, Y12, Y12
-	VPAND        Y11, Y12, Y12
-	VPSHUFD      $0xaa, Y5, Y13
-	VPSHUFB      iq2lanesc<>+0(SB), Y13, Y13
-	VPMADDUBSW   132(CX), Y11, Y14
-	VPMADDUBSW   132(CX), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y6, Y6
-	VPMADDUBSW   132(CX)(SI*1), Y11, Y14
-	VPMADDUBSW   132(CX)(SI*1), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VPMADDUBSW   132(CX)(SI*2), Y11, Y14
-	VPMADDUBSW   132(CX)(SI*2), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y8, Y8
-	VPMADDUBSW   132(CX)(DI*1), Y11, Y11
-	VPMADDUBSW   132(CX)(DI*1), Y12, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y13, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	MOVWQZX      42(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      44(AX), R9
-	ANDQ         $0x000001ff, R9
-	MOVWQZX      46(AX), R10
-	ANDQ         $0x000001ff, R10
-	MOVWQZX      48(AX), R11
-	ANDQ         $0x000001ff, R11
-	VPBROADCASTQ (BX)(R8*8), Y11
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VPBROADCASTQ (BX)(R10*8), X12
-	VPINSRQ      $0x01, (BX)(R11*8), X12, X12
-	VINSERTI128  $0x01, X12, Y11, Y11
-	VPSHUFD      $0xff, Y10, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y11, Y10, Y10
-	VPSHUFD      $0xff, Y5, Y5
-	VPSHUFB      iq2lanesc<>+0(SB), Y5, Y5
-	VPMADDUBSW   164(CX), Y11, Y12
-	VPMADDUBSW   164(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y5, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   164(CX)(SI*1), Y11, Y12
-	VPMADDUBSW   164(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y5, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   164(CX)(SI*2), Y11, Y12
-	VPMADDUBSW   164(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y5, Y12, Y12
-	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   164(CX)(DI*1), Y11, Y11
-	VPMADDUBSW   164(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y11, Y11
-	VPSUBW       Y10, Y11, Y11
-	VPMADDWD     Y5, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	VPERMQ       $0xee, Y3, Y3
-	MOVWQZX      18(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      20(AX), R9
-	ANDQ         $0x000001ff, R9
-	MOVWQZX      22(AX), R10
-	ANDQ         $0x000001ff, R10
-	MOVWQZX      24(AX), R11
-	ANDQ         $0x000001ff, R11
-	VPBROADCASTQ (BX)(R8*8), Y5
-	VPINSRQ      $0x01, (BX)(R9*8), X5, X5
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y5, Y5
-	VPSHUFD      $0x00, Y3, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y5, Y10, Y10
-	VPSHUFD      $0x00, Y4, Y11
-	VPSHUFB      iq2lanesc<>+0(SB), Y11, Y11
-	VPMADDUBSW   68(CX), Y5, Y12
-	VPMADDUBSW   68(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   68(CX)(SI*1), Y5, Y12
-	VPMADDUBSW   68(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   68(CX)(SI*2), Y5, Y12
-	VPMADDUBSW   68(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   68(CX)(DI*1), Y5, Y5
-	VPMADDUBSW   68(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y5, Y5
-	VPSUBW       Y10, Y5, Y5
-	VPMADDWD     Y11, Y5, Y5
-	VPADDD       Y5, Y9, Y9
-	MOVWQZX      26(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      28(AX), R9
-	ANDQ         $0x000001ff, R9
-	MOVWQZX      30(AX), R10
-	ANDQ         $0x000001ff, R10
-	MOVWQZX      32(AX), R11
-	ANDQ         $0x000001ff, R11
-	VPBROADCASTQ (BX)(R8*8), Y5
-	VPINSRQ      $0x01, (BX)(R9*8), X5, X5
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y5, Y5
-	VPSHUFD      $0x55, Y3, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y5, Y10, Y10
-	VPSHUFD      $0x55, Y4, Y11
-	VPSHUFB      iq2lanesc<>+0(SB), Y11, Y11
-	VPMADDUBSW   100(CX), Y5, Y12
-	VPMADDUBSW   100(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   100(CX)(SI*1), Y5, Y12
-	VPMADDUBSW   100(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   100(CX)(SI*2), Y5, Y12
-	VPMADDUBSW   100(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   100(CX)(DI*1), Y5, Y5
-	VPMADDUBSW   100(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y5, Y5
-	VPSUBW       Y10, Y5, Y5
-	VPMADDWD     Y11, Y5, Y5
-	VPADDD       Y5, Y9, Y9
-	MOVWQZX      50(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      52(AX), R9
-	ANDQ         $0x000001ff, R9
-	MOVWQZX      54(AX), R10
-	ANDQ         $0x000001ff, R10
-	MOVWQZX      56(AX), R11
-	ANDQ         $0x000001ff, R11
-	VPBROADCASTQ (BX)(R8*8), Y5
-	VPINSRQ      $0x01, (BX)(R9*8), X5, X5
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y5, Y5
-	VPSHUFD      $0xaa, Y3, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y5, Y10, Y10
-	VPSHUFD      $0xaa, Y4, Y11
-	VPSHUFB      iq2lanesc<>+0(SB), Y11, Y11
-	VPMADDUBSW   196(CX), Y5, Y12
-	VPMADDUBSW   196(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   196(CX)(SI*1), Y5, Y12
-	VPMADDUBSW   196(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   196(CX)(SI*2), Y5, Y12
-	VPMADDUBSW   196(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   196(CX)(DI*1), Y5, Y5
-	VPMADDUBSW   196(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y5, Y5
-	VPSUBW       Y10, Y5, Y5
-	VPMADDWD     Y11, Y5, Y5
-	VPADDD       Y5, Y9, Y9
-	MOVWQZX      58(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      60(AX), R9
-	ANDQ         $0x000001ff, R9
-	MOVWQZX      62(AX), R10
-	ANDQ         $0x000001ff, R10
-	MOVWQZX      64(AX), R11
-	ANDQ         $0x000001ff, R11
-	VPBROADCASTQ (BX)(R8*8), Y5
-	VPINSRQ      $0x01, (BX)(R9*8), X5, X5
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y5, Y5
-	VPSHUFD      $0xff, Y3, Y3
-	VPSHUFB      Y1, Y3, Y3
-	VPAND        Y0, Y3, Y3
-	VPCMPEQB     Y0, Y3, Y3
-	VPAND        Y5, Y3, Y3
-	VPSHUFD      $0xff, Y4, Y4
-	VPSHUFB      iq2lanesc<>+0(SB), Y4, Y4
-	VPMADDUBSW   228(CX), Y5, Y10
-	VPMADDUBSW   228(CX), Y3, Y11
-	VPSUBW       Y11, Y10, Y10
-	VPSUBW       Y11, Y10, Y10
-	VPMADDWD     Y4, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VPMADDUBSW   228(CX)(SI*1), Y5, Y10
-	VPMADDUBSW   228(CX)(SI*1), Y3, Y11
-	VPSUBW       Y11, Y10, Y10
-	VPSUBW       Y11, Y10, Y10
-	VPMADDWD     Y4, Y10, Y10
-	VPADDD       Y10, Y7, Y7
-	VPMADDUBSW   228(CX)(SI*2), Y5, Y10
-	VPMADDUBSW   228(CX)(SI*2), Y3, Y11
-	VPSUBW       Y11, Y10, Y10
-	VPSUBW       Y11, Y10, Y10
-	VPMADDWD     Y4, Y10, Y10
-	VPADDD       Y10, Y8, Y8
-	VPMADDUBSW   228(CX)(DI*1), Y5, Y5
-	VPMADDUBSW   228(CX)(DI*1), Y3, Y3
-	VPSUBW       Y3, Y5, Y5
-	VPSUBW       Y3, Y5, Y5
-	VPMADDWD     Y4, Y5, Y5
-	VPADDD       Y5, Y9, Y9
-	VPBROADCASTW (AX), X3
-	VCVTPH2PS    X3, X3
-	VPUNPCKLDQ   Y7, Y6, Y4
-	VPUNPCKHDQ   Y7, Y6, Y5
-	VPADDD       Y5, Y4, Y4
-	VPUNPCKLDQ   Y9, Y8, Y5
-	VPUNPCKHDQ   Y9, Y8, Y6
-	VPADDD       Y6, Y5, Y5
-	VPUNPCKLQDQ  Y5, Y4, Y6
-	VPUNPCKHQDQ  Y5, Y4, Y4
-	VPADDD       Y4, Y6, Y6
-	VEXTRACTI128 $0x01, Y6, X4
-	VPADDD       X4, X6, X4
-	VCVTDQ2PS    X4, X4
-	VMOVSS       (CX), X5
-	VINSERTPS    $0x10, (CX)(SI*1), X5, X5
-	VINSERTPS    $0x20, (CX)(SI*2), X5, X5
-	VINSERTPS    $0x30, (CX)(DI*1), X5, X5
-	VMULPS       X5, X3, X3
-	VMULPS       X4, X3, X3
-	VADDPS       X3, X2, X2
-	ADDQ         $0x0000004a, AX
-	ADDQ         $0x00000124, CX
-	DECQ         DX
-	JNZ          loopdotIQ2_XSx4AVX2
-
-donedotIQ2_XSx4AVX2:
-	VBROADCASTSS c32_3e000000<>+0(SB), X0
-	VMULPS       X0, X2, X2
-	MOVQ         out+40(FP), AX
-	VMOVUPS      X2, (AX)
-	VZEROUPPER
-	RET
-
-// func dotIQ2_SAVX2(w *byte, a *byte, nb int, grid *uint64) float32
+// func dotIQ2_SAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ2_SAVX2(SB), NOSPLIT, $0-36
+TEXT ·dotIQ2_SAVX2(SB), NOSPLIT, $32-28
 	MOVQ    w+0(FP), AX
 	MOVQ    a+8(FP), CX
 	MOVQ    nb+16(FP), DX
-	MOVQ    grid+24(FP), BX
-	VMOVDQU iq2bits<>+0(SB), Y0
-	VMOVDQU iq2spread<>+0(SB), Y1
-	VPXOR   X2, X2, X2
+	LEAQ    grid_iq2sGrid<>+0(SB), BX
+	VMOVDQU iq3spread<>+0(SB), Y0
+	VMOVDQU iq3bits<>+0(SB), Y1
+	VMOVDQU v32_01010101<>+0(SB), Y2
+	VXORPS  X3, X3, X3
 	TESTQ   DX, DX
 	JZ      donedotIQ2_SAVX2
 
 loopdotIQ2_SAVX2:
-	VPBROADCASTQ 74(AX), Y3
-	VPMOVZXBW    X3, Y3
-	VPSRLW       $0x04, Y3, Y4
-	VPAND        v32_000f000f<>+0(SB), Y3, Y3
-	VPADDW       Y3, Y3, Y3
-	VPADDW       Y4, Y4, Y4
-	VPOR         v32_00010001<>+0(SB), Y3, Y3
-	VPOR         v32_00010001<>+0(SB), Y4, Y4
-	VPUNPCKLWD   Y4, Y3, Y5
-	VPUNPCKHWD   Y4, Y3, Y3
-	VPUNPCKLQDQ  Y3, Y5, Y4
-	VPUNPCKHQDQ  Y3, Y5, Y3
+	VPXOR        Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	MOVBQZX      2(AX), SI
-	MOVBQZX      66(AX), R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, SI
-	MOVBQZX      3(AX), DI
-	MOVBQZX      66(AX), R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, DI
-	MOVBQZX      4(AX), R8
-	MOVBQZX      66(AX), R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R8
-	MOVBQZX      5(AX), R9
-	MOVBQZX      66(AX), R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R9
-	VPBROADCASTQ (BX)(SI*8), Y7
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y7, Y7
-	VPBROADCASTD 34(AX), Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y7, Y8, Y8
-	VPSHUFD      $0x00, Y4, Y9
-	VPSHUFB      iq2lanesc<>+0(SB), Y9, Y9
+	VPBROADCASTQ 74(AX), Y6
+	VPSHUFB      iq2sc0<>+0(SB), Y6, Y7
+	VPSRLVD      iq2scshift<>+0(SB), Y7, Y7
+	VPAND        v32_0000000f<>+0(SB), Y7, Y7
+	VPADDD       Y7, Y7, Y7
+	VPOR         v32_00000001<>+0(SB), Y7, Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y7, Y8, Y8
+	VPSHUFB      iq2sc1<>+0(SB), Y6, Y6
+	VPSRLVD      iq2scshift<>+0(SB), Y6, Y6
+	VPAND        v32_0000000f<>+0(SB), Y6, Y6
+	VPADDD       Y6, Y6, Y6
+	VPOR         v32_00000001<>+0(SB), Y6, Y6
+	VPSLLD       $0x10, Y6, Y7
+	VPOR         Y6, Y7, Y7
+	MOVWLZX      66(AX), SI
+	MOVBLZX      2(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, DI
+	MOVBLZX      3(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x06, R9
+	ANDL         $0x00000300, R9
+	ORL          R9, R8
+	MOVBLZX      4(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x04, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      5(AX), R10
+	SHLL         $0x02, SI
+	ANDL         $0x00000300, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y6
+	VPINSRQ      $0x01, (BX)(R8*8), X6, X6
+	VPBROADCASTQ (BX)(R9*8), X9
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	VINSERTI128  $0x01, X9, Y6, Y6
+	VPSHUFD      $0x00, Y8, Y9
+	VPBROADCASTD 34(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
 	VMOVDQU      4(CX), Y10
-	VPMADDUBSW   Y10, Y7, Y7
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y7, Y7
-	VPSUBW       Y8, Y7, Y7
-	VPMADDWD     Y9, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVBQZX      6(AX), SI
-	MOVBQZX      67(AX), R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, SI
-	MOVBQZX      7(AX), DI
-	MOVBQZX      67(AX), R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, DI
-	MOVBQZX      8(AX), R8
-	MOVBQZX      67(AX), R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R8
-	MOVBQZX      9(AX), R9
-	MOVBQZX      67(AX), R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R9
-	VPBROADCASTQ (BX)(SI*8), Y7
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y7, Y7
-	VPBROADCASTD 38(AX), Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y7, Y8, Y8
-	VPSHUFD      $0x55, Y4, Y9
-	VPSHUFB      iq2lanesc<>+0(SB), Y9, Y9
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVWLZX      67(AX), SI
+	MOVBLZX      6(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, DI
+	MOVBLZX      7(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x06, R9
+	ANDL         $0x00000300, R9
+	ORL          R9, R8
+	MOVBLZX      8(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x04, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      9(AX), R10
+	SHLL         $0x02, SI
+	ANDL         $0x00000300, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y6
+	VPINSRQ      $0x01, (BX)(R8*8), X6, X6
+	VPBROADCASTQ (BX)(R9*8), X9
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	VINSERTI128  $0x01, X9, Y6, Y6
+	VPSHUFD      $0x55, Y8, Y9
+	VPBROADCASTD 38(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
 	VMOVDQU      36(CX), Y10
-	VPMADDUBSW   Y10, Y7, Y7
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y7, Y7
-	VPSUBW       Y8, Y7, Y7
-	VPMADDWD     Y9, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	MOVBQZX      18(AX), SI
-	MOVBQZX      70(AX), R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, SI
-	MOVBQZX      19(AX), DI
-	MOVBQZX      70(AX), R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, DI
-	MOVBQZX      20(AX), R8
-	MOVBQZX      70(AX), R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R8
-	MOVBQZX      21(AX), R9
-	MOVBQZX      70(AX), R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R9
-	VPBROADCASTQ (BX)(SI*8), Y7
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y7, Y7
-	VPBROADCASTD 50(AX), Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y7, Y8, Y8
-	VPSHUFD      $0xaa, Y4, Y9
-	VPSHUFB      iq2lanesc<>+0(SB), Y9, Y9
-	VMOVDQU      132(CX), Y10
-	VPMADDUBSW   Y10, Y7, Y7
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y7, Y7
-	VPSUBW       Y8, Y7, Y7
-	VPMADDWD     Y9, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVBQZX      22(AX), SI
-	MOVBQZX      71(AX), R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, SI
-	MOVBQZX      23(AX), DI
-	MOVBQZX      71(AX), R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, DI
-	MOVBQZX      24(AX), R8
-	MOVBQZX      71(AX), R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R8
-	MOVBQZX      25(AX), R9
-	MOVBQZX      71(AX), R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R9
-	VPBROADCASTQ (BX)(SI*8), Y7
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y7, Y7
-	VPBROADCASTD 54(AX), Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y7, Y8, Y8
-	VPSHUFD      $0xff, Y4, Y4
-	VPSHUFB      iq2lanesc<>+0(SB), Y4, Y4
-	VMOVDQU      164(CX), Y9
-	VPMADDUBSW   Y9, Y7, Y7
-	VPMADDUBSW   Y9, Y8, Y8
-	VPSUBW       Y8, Y7, Y7
-	VPSUBW       Y8, Y7, Y7
-	VPMADDWD     Y4, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	MOVBQZX      10(AX), SI
-	MOVBQZX      68(AX), R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, SI
-	MOVBQZX      11(AX), DI
-	MOVBQZX      68(AX), R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, DI
-	MOVBQZX      12(AX), R8
-	MOVBQZX      68(AX), R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R8
-	MOVBQZX      13(AX), R9
-	MOVBQZX      68(AX), R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R9
-	VPBROADCASTQ (BX)(SI*8), Y4
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
-	VPBROADCASTQ (BX)(R8*8), X7
-	VPINSRQ      $0x01, (BX)(R9*8), X7, X7
-	VINSERTI128  $0x01, X7, Y4, Y4
-	VPBROADCASTD 42(AX), Y7
-	VPSHUFB      Y1, Y7, Y7
-	VPAND        Y0, Y7, Y7
-	VPCMPEQB     Y0, Y7, Y7
-	VPAND        Y4, Y7, Y7
-	VPSHUFD      $0x00, Y3, Y8
-	VPSHUFB      iq2lanesc<>+0(SB), Y8, Y8
-	VMOVDQU      68(CX), Y9
-	VPMADDUBSW   Y9, Y4, Y4
-	VPMADDUBSW   Y9, Y7, Y7
-	VPSUBW       Y7, Y4, Y4
-	VPSUBW       Y7, Y4, Y4
-	VPMADDWD     Y8, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	MOVBQZX      14(AX), SI
-	MOVBQZX      69(AX), R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, SI
-	MOVBQZX      15(AX), DI
-	MOVBQZX      69(AX), R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, DI
-	MOVBQZX      16(AX), R8
-	MOVBQZX      69(AX), R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R8
-	MOVBQZX      17(AX), R9
-	MOVBQZX      69(AX), R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R9
-	VPBROADCASTQ (BX)(SI*8), Y4
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
-	VPBROADCASTQ (BX)(R8*8), X7
-	VPINSRQ      $0x01, (BX)(R9*8), X7, X7
-	VINSERTI128  $0x01, X7, Y4, Y4
-	VPBROADCASTD 46(AX), Y7
-	VPSHUFB      Y1, Y7, Y7
-	VPAND        Y0, Y7, Y7
-	VPCMPEQB     Y0, Y7, Y7
-	VPAND        Y4, Y7, Y7
-	VPSHUFD      $0x55, Y3, Y8
-	VPSHUFB      iq2lanesc<>+0(SB), Y8, Y8
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	MOVWLZX      68(AX), SI
+	MOVBLZX      10(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, DI
+	MOVBLZX      11(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x06, R9
+	ANDL         $0x00000300, R9
+	ORL          R9, R8
+	MOVBLZX      12(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x04, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      13(AX), R10
+	SHLL         $0x02, SI
+	ANDL         $0x00000300, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y6
+	VPINSRQ      $0x01, (BX)(R8*8), X6, X6
+	VPBROADCASTQ (BX)(R9*8), X9
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	VINSERTI128  $0x01, X9, Y6, Y6
+	VPSHUFD      $0xaa, Y8, Y9
+	VPBROADCASTD 42(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
+	VMOVDQU      68(CX), Y10
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVWLZX      69(AX), SI
+	MOVBLZX      14(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, DI
+	MOVBLZX      15(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x06, R9
+	ANDL         $0x00000300, R9
+	ORL          R9, R8
+	MOVBLZX      16(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x04, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      17(AX), R10
+	SHLL         $0x02, SI
+	ANDL         $0x00000300, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y6
+	VPINSRQ      $0x01, (BX)(R8*8), X6, X6
+	VPBROADCASTQ (BX)(R9*8), X9
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	VINSERTI128  $0x01, X9, Y6, Y6
+	VPSHUFD      $0xff, Y8, Y8
+	VPBROADCASTD 46(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
 	VMOVDQU      100(CX), Y9
-	VPMADDUBSW   Y9, Y4, Y4
-	VPMADDUBSW   Y9, Y7, Y7
-	VPSUBW       Y7, Y4, Y4
-	VPSUBW       Y7, Y4, Y4
-	VPMADDWD     Y8, Y4, Y4
-	VPADDD       Y4, Y6, Y6
-	MOVBQZX      26(AX), SI
-	MOVBQZX      72(AX), R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, SI
-	MOVBQZX      27(AX), DI
-	MOVBQZX      72(AX), R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, DI
-	MOVBQZX      28(AX), R8
-	MOVBQZX      72(AX), R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R8
-	MOVBQZX      29(AX), R9
-	MOVBQZX      72(AX), R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R9
-	VPBROADCASTQ (BX)(SI*8), Y4
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
-	VPBROADCASTQ (BX)(R8*8), X7
-	VPINSRQ      $0x01, (BX)(R9*8), X7, X7
-	VINSERTI128  $0x01, X7, Y4, Y4
-	VPBROADCASTD 58(AX), Y7
-	VPSHUFB      Y1, Y7, Y7
-	VPAND        Y0, Y7, Y7
-	VPCMPEQB     Y0, Y7, Y7
-	VPAND        Y4, Y7, Y7
-	VPSHUFD      $0xaa, Y3, Y8
-	VPSHUFB      iq2lanesc<>+0(SB), Y8, Y8
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVWLZX      70(AX), SI
+	MOVBLZX      18(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, DI
+	MOVBLZX      19(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x06, R9
+	ANDL         $0x00000300, R9
+	ORL          R9, R8
+	MOVBLZX      20(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x04, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      21(AX), R10
+	SHLL         $0x02, SI
+	ANDL         $0x00000300, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y6
+	VPINSRQ      $0x01, (BX)(R8*8), X6, X6
+	VPBROADCASTQ (BX)(R9*8), X8
+	VPINSRQ      $0x01, (BX)(R10*8), X8, X8
+	VINSERTI128  $0x01, X8, Y6, Y6
+	VPSHUFD      $0x00, Y7, Y8
+	VPBROADCASTD 50(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      132(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWLZX      71(AX), SI
+	MOVBLZX      22(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, DI
+	MOVBLZX      23(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x06, R9
+	ANDL         $0x00000300, R9
+	ORL          R9, R8
+	MOVBLZX      24(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x04, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      25(AX), R10
+	SHLL         $0x02, SI
+	ANDL         $0x00000300, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y6
+	VPINSRQ      $0x01, (BX)(R8*8), X6, X6
+	VPBROADCASTQ (BX)(R9*8), X8
+	VPINSRQ      $0x01, (BX)(R10*8), X8, X8
+	VINSERTI128  $0x01, X8, Y6, Y6
+	VPSHUFD      $0x55, Y7, Y8
+	VPBROADCASTD 54(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      164(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVWLZX      72(AX), SI
+	MOVBLZX      26(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, DI
+	MOVBLZX      27(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x06, R9
+	ANDL         $0x00000300, R9
+	ORL          R9, R8
+	MOVBLZX      28(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x04, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      29(AX), R10
+	SHLL         $0x02, SI
+	ANDL         $0x00000300, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y6
+	VPINSRQ      $0x01, (BX)(R8*8), X6, X6
+	VPBROADCASTQ (BX)(R9*8), X8
+	VPINSRQ      $0x01, (BX)(R10*8), X8, X8
+	VINSERTI128  $0x01, X8, Y6, Y6
+	VPSHUFD      $0xaa, Y7, Y8
+	VPBROADCASTD 58(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
 	VMOVDQU      196(CX), Y9
-	VPMADDUBSW   Y9, Y4, Y4
-	VPMADDUBSW   Y9, Y7, Y7
-	VPSUBW       Y7, Y4, Y4
-	VPSUBW       Y7, Y4, Y4
-	VPMADDWD     Y8, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	MOVBQZX      30(AX), SI
-	MOVBQZX      73(AX), R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, SI
-	MOVBQZX      31(AX), DI
-	MOVBQZX      73(AX), R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, DI
-	MOVBQZX      32(AX), R8
-	MOVBQZX      73(AX), R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R8
-	MOVBQZX      33(AX), R9
-	MOVBQZX      73(AX), R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R9
-	VPBROADCASTQ (BX)(SI*8), Y4
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
-	VPBROADCASTQ (BX)(R8*8), X7
-	VPINSRQ      $0x01, (BX)(R9*8), X7, X7
-	VINSERTI128  $0x01, X7, Y4, Y4
-	VPBROADCASTD 62(AX), Y7
-	VPSHUFB      Y1, Y7, Y7
-	VPAND        Y0, Y7, Y7
-	VPCMPEQB     Y0, Y7, Y7
-	VPAND        Y4, Y7, Y7
-	VPSHUFD      $0xff, Y3, Y3
-	VPSHUFB      iq2lanesc<>+0(SB), Y3, Y3
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWLZX      73(AX), SI
+	MOVBLZX      30(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, DI
+	MOVBLZX      31(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x06, R9
+	ANDL         $0x00000300, R9
+	ORL          R9, R8
+	MOVBLZX      32(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x04, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      33(AX), R10
+	SHLL         $0x02, SI
+	ANDL         $0x00000300, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y6
+	VPINSRQ      $0x01, (BX)(R8*8), X6, X6
+	VPBROADCASTQ (BX)(R9*8), X8
+	VPINSRQ      $0x01, (BX)(R10*8), X8, X8
+	VINSERTI128  $0x01, X8, Y6, Y6
+	VPSHUFD      $0xff, Y7, Y7
+	VPBROADCASTD 62(AX), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPCMPEQB     Y1, Y8, Y8
+	VPOR         Y2, Y8, Y8
+	VPSIGNB      Y8, Y6, Y6
 	VMOVDQU      228(CX), Y8
-	VPMADDUBSW   Y8, Y4, Y4
-	VPMADDUBSW   Y8, Y7, Y7
-	VPSUBW       Y7, Y4, Y4
-	VPSUBW       Y7, Y4, Y4
-	VPMADDWD     Y3, Y4, Y4
-	VPADDD       Y4, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VPBROADCASTW (AX), X3
-	VCVTPH2PS    X3, X3
-	VEXTRACTI128 $0x01, Y5, X4
-	VPADDD       X4, X5, X4
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, X6
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VPADDD       X5, X4, X4
 	VPSHUFD      $0x4e, X4, X5
 	VPADDD       X5, X4, X4
 	VPSHUFD      $0xb1, X4, X5
 	VPADDD       X5, X4, X4
 	VCVTDQ2PS    X4, X4
-	VMULSS       (CX), X3, X3
-	VMULSS       X4, X3, X3
-	VADDSS       X3, X2, X2
+	VMULSS       (CX), X6, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
 	ADDQ         $0x00000052, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
 	JNZ          loopdotIQ2_SAVX2
 
 donedotIQ2_SAVX2:
-	VBROADCASTSS c32_3e000000<>+0(SB), X0
-	VMULSS       X0, X2, X2
-	MOVSS        X2, ret+32(FP)
+	VMULSS c32_3e000000<>+0(SB), X3, X3
+	MOVSS  X3, ret+24(FP)
 	VZEROUPPER
 	RET
 
-// func dotIQ2_Sx4AVX2(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
+// func dotIQ2_XXSx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotIQ2_Sx4AVX2(SB), NOSPLIT, $0-48
-	MOVQ    w+0(FP), AX
-	MOVQ    a+8(FP), CX
-	MOVQ    nb+16(FP), DX
-	MOVQ    grid+32(FP), BX
-	MOVQ    astride+24(FP), SI
-	LEAQ    (SI)(SI*2), DI
-	VMOVDQU iq2bits<>+0(SB), Y0
-	VMOVDQU iq2spread<>+0(SB), Y1
-	VPXOR   X2, X2, X2
-	TESTQ   DX, DX
-	JZ      donedotIQ2_Sx4AVX2
+TEXT ·dotIQ2_XXSx4AVX2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq2xxsGrid<>+0(SB), DI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ2_XXSx4AVX2
 
-loopdotIQ2_Sx4AVX2:
-	VPBROADCASTQ 74(AX), Y3
-	VPMOVZXBW    X3, Y3
-	VPSRLW       $0x04, Y3, Y4
-	VPAND        v32_000f000f<>+0(SB), Y3, Y3
-	VPADDW       Y3, Y3, Y3
-	VPADDW       Y4, Y4, Y4
-	VPOR         v32_00010001<>+0(SB), Y3, Y3
-	VPOR         v32_00010001<>+0(SB), Y4, Y4
-	VPUNPCKLWD   Y4, Y3, Y5
-	VPUNPCKHWD   Y4, Y3, Y3
-	VPUNPCKLQDQ  Y3, Y5, Y4
-	VPUNPCKHQDQ  Y3, Y5, Y3
+loopdotIQ2_XXSx4AVX2:
+	VPXOR        Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPXOR        Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPXOR        Y8, Y8, Y8
-	MOVBQZX      2(AX), R8
-	MOVBQZX      66(AX), R12
-	SHLQ         $0x08, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R8
-	MOVBQZX      3(AX), R9
-	MOVBQZX      66(AX), R12
-	SHLQ         $0x06, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R9
-	MOVBQZX      4(AX), R10
-	MOVBQZX      66(AX), R12
-	SHLQ         $0x04, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R10
-	MOVBQZX      5(AX), R11
-	MOVBQZX      66(AX), R12
-	SHLQ         $0x02, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R11
-	VPBROADCASTQ (BX)(R8*8), Y9
-	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPBROADCASTD 34(AX), Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0x00, Y4, Y11
-	VPSHUFB      iq2lanesc<>+0(SB), Y11, Y11
-	VPMADDUBSW   4(CX), Y9, Y12
-	VPMADDUBSW   4(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
+	VMOVDQU      2(AX), Y8
+	VMOVDQU      34(AX), Y9
+	VSHUFPS      $0xdd, Y9, Y8, Y8
+	VPAND        v32_00003fff<>+0(SB), Y8, Y9
+	VPSLLD       $0x02, Y8, Y10
+	VPAND        v32_3fff0000<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPAND        v32_007f007f<>+0(SB), Y9, Y11
+	VPSLLD       $0x01, Y9, Y10
+	VPAND        v32_7f007f00<>+0(SB), Y10, Y10
+	VPOR         Y10, Y11, Y11
+	VMOVDQU      iq2par<>+0(SB), Y12
+	VPAND        v32_0f0f0f0f<>+0(SB), Y11, Y9
+	VPSRLD       $0x04, Y11, Y10
+	VPAND        v32_0f0f0f0f<>+0(SB), Y10, Y10
+	VPSHUFB      Y9, Y12, Y9
+	VPSHUFB      Y10, Y12, Y10
+	VPXOR        Y10, Y9, Y9
+	VPOR         Y9, Y11, Y11
+	VMOVDQU      Y11, (SP)
+	VPSRLD       $0x1c, Y8, Y8
+	VPADDD       Y8, Y8, Y8
+	VPOR         v32_00000001<>+0(SB), Y8, Y8
+	VPSLLD       $0x10, Y8, Y9
+	VPOR         Y9, Y8, Y8
+	VPERMQ       $0x88, Y8, Y9
+	VPERMQ       $0xdd, Y8, Y8
+	MOVBLZX      2(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	MOVBLZX      3(AX), R8
+	VPINSRQ      $0x01, (DI)(R8*8), X10, X10
+	MOVBLZX      4(AX), R8
+	VPBROADCASTQ (DI)(R8*8), X11
+	MOVBLZX      5(AX), R8
+	VPINSRQ      $0x01, (DI)(R8*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0x00, Y9, Y11
+	VPBROADCASTD (SP), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y10, Y10
+	VMOVDQU      4(CX), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y5, Y5
-	VPMADDUBSW   4(CX)(SI*1), Y9, Y12
-	VPMADDUBSW   4(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   4(CX)(SI*2), Y9, Y12
-	VPMADDUBSW   4(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y10, Y10
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y10, Y12, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   4(CX)(DI*1), Y9, Y9
-	VPMADDUBSW   4(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	MOVBQZX      6(AX), R8
-	MOVBQZX      67(AX), R12
-	SHLQ         $0x08, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R8
-	MOVBQZX      7(AX), R9
-	MOVBQZX      67(AX), R12
-	SHLQ         $0x06, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R9
-	MOVBQZX      8(AX), R10
-	MOVBQZX      67(AX), R12
-	SHLQ         $0x04, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R10
-	MOVBQZX      9(AX), R11
-	MOVBQZX      67(AX), R12
-	SHLQ         $0x02, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R11
-	VPBROADCASTQ (BX)(R8*8), Y9
-	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPBROADCASTD 38(AX), Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0x55, Y4, Y11
-	VPSHUFB      iq2lanesc<>+0(SB), Y11, Y11
-	VPMADDUBSW   36(CX), Y9, Y12
-	VPMADDUBSW   36(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
+	MOVBLZX      10(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	MOVBLZX      11(AX), R8
+	VPINSRQ      $0x01, (DI)(R8*8), X10, X10
+	MOVBLZX      12(AX), R8
+	VPBROADCASTQ (DI)(R8*8), X11
+	MOVBLZX      13(AX), R8
+	VPINSRQ      $0x01, (DI)(R8*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0x55, Y9, Y11
+	VPBROADCASTD 4(SP), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y10, Y10
+	VMOVDQU      36(CX), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y5, Y5
-	VPMADDUBSW   36(CX)(SI*1), Y9, Y12
-	VPMADDUBSW   36(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   36(CX)(SI*2), Y9, Y12
-	VPMADDUBSW   36(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y10, Y10
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y10, Y12, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   36(CX)(DI*1), Y9, Y9
-	VPMADDUBSW   36(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	MOVBQZX      18(AX), R8
-	MOVBQZX      70(AX), R12
-	SHLQ         $0x08, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R8
-	MOVBQZX      19(AX), R9
-	MOVBQZX      70(AX), R12
-	SHLQ         $0x06, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R9
-	MOVBQZX      20(AX), R10
-	MOVBQZX      70(AX), R12
-	SHLQ         $0x04, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R10
-	MOVBQZX      21(AX), R11
-	MOVBQZX      70(AX), R12
-	SHLQ         $0x02, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R11
-	VPBROADCASTQ (BX)(R8*8), Y9
-	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPBROADCASTD 50(AX), Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0xaa, Y4, Y11
-	VPSHUFB      iq2lanesc<>+0(SB), Y11, Y11
-	VPMADDUBSW   132(CX), Y9, Y12
-	VPMADDUBSW   132(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
+	MOVBLZX      18(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	MOVBLZX      19(AX), R8
+	VPINSRQ      $0x01, (DI)(R8*8), X10, X10
+	MOVBLZX      20(AX), R8
+	VPBROADCASTQ (DI)(R8*8), X11
+	MOVBLZX      21(AX), R8
+	VPINSRQ      $0x01, (DI)(R8*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0xaa, Y9, Y11
+	VPBROADCASTD 16(SP), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y10, Y10
+	VMOVDQU      68(CX), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y5, Y5
-	VPMADDUBSW   132(CX)(SI*1), Y9, Y12
-	VPMADDUBSW   132(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   132(CX)(SI*2), Y9, Y12
-	VPMADDUBSW   132(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y10, Y10
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y10, Y12, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   132(CX)(DI*1), Y9, Y9
-	VPMADDUBSW   132(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	MOVBQZX      22(AX), R8
-	MOVBQZX      71(AX), R12
-	SHLQ         $0x08, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R8
-	MOVBQZX      23(AX), R9
-	MOVBQZX      71(AX), R12
-	SHLQ         $0x06, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R9
-	MOVBQZX      24(AX), R10
-	MOVBQZX      71(AX), R12
-	SHLQ         $0x04, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R10
-	MOVBQZX      25(AX), R11
-	MOVBQZX      71(AX), R12
-	SHLQ         $0x02, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R11
-	VPBROADCASTQ (BX)(R8*8), Y9
-	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
+	MOVBLZX      26(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	MOVBLZX      27(AX), R8
+	VPINSRQ      $0x01, (DI)(R8*8), X10, X10
+	MOVBLZX      28(AX), R8
+	VPBROADCASTQ (DI)(R8*8), X11
+	MOVBLZX      29(AX), R8
+	VPINSRQ      $0x01, (DI)(R8*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0xff, Y9, Y9
+	VPBROADCASTD 20(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y10, Y10
+	VMOVDQU      100(CX), Y11
+	VPSIGNB      Y11, Y10, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y10, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y10, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y10, Y10
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVBLZX      34(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y9
+	MOVBLZX      35(AX), R8
+	VPINSRQ      $0x01, (DI)(R8*8), X9, X9
+	MOVBLZX      36(AX), R8
+	VPBROADCASTQ (DI)(R8*8), X10
+	MOVBLZX      37(AX), R8
+	VPINSRQ      $0x01, (DI)(R8*8), X10, X10
 	VINSERTI128  $0x01, X10, Y9, Y9
-	VPBROADCASTD 54(AX), Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0xff, Y4, Y4
-	VPSHUFB      iq2lanesc<>+0(SB), Y4, Y4
-	VPMADDUBSW   164(CX), Y9, Y11
-	VPMADDUBSW   164(CX), Y10, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y4, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VPMADDUBSW   164(CX)(SI*1), Y9, Y11
-	VPMADDUBSW   164(CX)(SI*1), Y10, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y4, Y11, Y11
-	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   164(CX)(SI*2), Y9, Y11
-	VPMADDUBSW   164(CX)(SI*2), Y10, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y4, Y11, Y11
-	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   164(CX)(DI*1), Y9, Y9
-	VPMADDUBSW   164(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y4, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	MOVBQZX      10(AX), R8
-	MOVBQZX      68(AX), R12
-	SHLQ         $0x08, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R8
-	MOVBQZX      11(AX), R9
-	MOVBQZX      68(AX), R12
-	SHLQ         $0x06, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R9
-	MOVBQZX      12(AX), R10
-	MOVBQZX      68(AX), R12
-	SHLQ         $0x04, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R10
-	MOVBQZX      13(AX), R11
-	MOVBQZX      68(AX), R12
-	SHLQ         $0x02, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R11
-	VPBROADCASTQ (BX)(R8*8), Y4
-	VPINSRQ      $0x01, (BX)(R9*8), X4, X4
-	VPBROADCASTQ (BX)(R10*8), X9
-	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
-	VINSERTI128  $0x01, X9, Y4, Y4
-	VPBROADCASTD 42(AX), Y9
-	VPSHUFB      Y1, Y9, Y9
-	VPAND        Y0, Y9, Y9
-	VPCMPEQB     Y0, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPSHUFD      $0x00, Y3, Y10
-	VPSHUFB      iq2lanesc<>+0(SB), Y10, Y10
-	VPMADDUBSW   68(CX), Y4, Y11
-	VPMADDUBSW   68(CX), Y9, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
+	VPSHUFD      $0x00, Y8, Y10
+	VPBROADCASTD 8(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y9, Y9
+	VMOVDQU      132(CX), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y5, Y5
-	VPMADDUBSW   68(CX)(SI*1), Y4, Y11
-	VPMADDUBSW   68(CX)(SI*1), Y9, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
+	VMOVDQU      132(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   68(CX)(SI*2), Y4, Y11
-	VPMADDUBSW   68(CX)(SI*2), Y9, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
+	VMOVDQU      132(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y9, Y9
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y9, Y11, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   68(CX)(DI*1), Y4, Y4
-	VPMADDUBSW   68(CX)(DI*1), Y9, Y9
-	VPSUBW       Y9, Y4, Y4
-	VPSUBW       Y9, Y4, Y4
-	VPMADDWD     Y10, Y4, Y4
-	VPADDD       Y4, Y8, Y8
-	MOVBQZX      14(AX), R8
-	MOVBQZX      69(AX), R12
-	SHLQ         $0x08, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R8
-	MOVBQZX      15(AX), R9
-	MOVBQZX      69(AX), R12
-	SHLQ         $0x06, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R9
-	MOVBQZX      16(AX), R10
-	MOVBQZX      69(AX), R12
-	SHLQ         $0x04, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R10
-	MOVBQZX      17(AX), R11
-	MOVBQZX      69(AX), R12
-	SHLQ         $0x02, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R11
-	VPBROADCASTQ (BX)(R8*8), Y4
-	VPINSRQ      $0x01, (BX)(R9*8), X4, X4
-	VPBROADCASTQ (BX)(R10*8), X9
-	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
-	VINSERTI128  $0x01, X9, Y4, Y4
-	VPBROADCASTD 46(AX), Y9
-	VPSHUFB      Y1, Y9, Y9
-	VPAND        Y0, Y9, Y9
-	VPCMPEQB     Y0, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPSHUFD      $0x55, Y3, Y10
-	VPSHUFB      iq2lanesc<>+0(SB), Y10, Y10
-	VPMADDUBSW   100(CX), Y4, Y11
-	VPMADDUBSW   100(CX), Y9, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
+	MOVBLZX      42(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y9
+	MOVBLZX      43(AX), R8
+	VPINSRQ      $0x01, (DI)(R8*8), X9, X9
+	MOVBLZX      44(AX), R8
+	VPBROADCASTQ (DI)(R8*8), X10
+	MOVBLZX      45(AX), R8
+	VPINSRQ      $0x01, (DI)(R8*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPSHUFD      $0x55, Y8, Y10
+	VPBROADCASTD 12(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y9, Y9
+	VMOVDQU      164(CX), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y5, Y5
-	VPMADDUBSW   100(CX)(SI*1), Y4, Y11
-	VPMADDUBSW   100(CX)(SI*1), Y9, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
+	VMOVDQU      164(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   100(CX)(SI*2), Y4, Y11
-	VPMADDUBSW   100(CX)(SI*2), Y9, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
+	VMOVDQU      164(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y9, Y9
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y9, Y11, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   100(CX)(DI*1), Y4, Y4
-	VPMADDUBSW   100(CX)(DI*1), Y9, Y9
-	VPSUBW       Y9, Y4, Y4
-	VPSUBW       Y9, Y4, Y4
-	VPMADDWD     Y10, Y4, Y4
-	VPADDD       Y4, Y8, Y8
-	MOVBQZX      26(AX), R8
-	MOVBQZX      72(AX), R12
-	SHLQ         $0x08, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R8
-	MOVBQZX      27(AX), R9
-	MOVBQZX      72(AX), R12
-	SHLQ         $0x06, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R9
-	MOVBQZX      28(AX), R10
-	MOVBQZX      72(AX), R12
-	SHLQ         $0x04, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R10
-	MOVBQZX      29(AX), R11
-	MOVBQZX      72(AX), R12
-	SHLQ         $0x02, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R11
-	VPBROADCASTQ (BX)(R8*8), Y4
-	VPINSRQ      $0x01, (BX)(R9*8), X4, X4
-	VPBROADCASTQ (BX)(R10*8), X9
-	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
-	VINSERTI128  $0x01, X9, Y4, Y4
-	VPBROADCASTD 58(AX), Y9
-	VPSHUFB      Y1, Y9, Y9
-	VPAND        Y0, Y9, Y9
-	VPCMPEQB     Y0, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPSHUFD      $0xaa, Y3, Y10
-	VPSHUFB      iq2lanesc<>+0(SB), Y10, Y10
-	VPMADDUBSW   196(CX), Y4, Y11
-	VPMADDUBSW   196(CX), Y9, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
+	MOVBLZX      50(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y9
+	MOVBLZX      51(AX), R8
+	VPINSRQ      $0x01, (DI)(R8*8), X9, X9
+	MOVBLZX      52(AX), R8
+	VPBROADCASTQ (DI)(R8*8), X10
+	MOVBLZX      53(AX), R8
+	VPINSRQ      $0x01, (DI)(R8*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPSHUFD      $0xaa, Y8, Y10
+	VPBROADCASTD 24(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y9, Y9
+	VMOVDQU      196(CX), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y5, Y5
-	VPMADDUBSW   196(CX)(SI*1), Y4, Y11
-	VPMADDUBSW   196(CX)(SI*1), Y9, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
+	VMOVDQU      196(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   196(CX)(SI*2), Y4, Y11
-	VPMADDUBSW   196(CX)(SI*2), Y9, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
+	VMOVDQU      196(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y9, Y9
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y9, Y11, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   196(CX)(DI*1), Y4, Y4
-	VPMADDUBSW   196(CX)(DI*1), Y9, Y9
-	VPSUBW       Y9, Y4, Y4
-	VPSUBW       Y9, Y4, Y4
-	VPMADDWD     Y10, Y4, Y4
-	VPADDD       Y4, Y8, Y8
-	MOVBQZX      30(AX), R8
-	MOVBQZX      73(AX), R12
-	SHLQ         $0x08, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R8
-	MOVBQZX      31(AX), R9
-	MOVBQZX      73(AX), R12
-	SHLQ         $0x06, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R9
-	MOVBQZX      32(AX), R10
-	MOVBQZX      73(AX), R12
-	SHLQ         $0x04, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R10
-	MOVBQZX      33(AX), R11
-	MOVBQZX      73(AX), R12
-	SHLQ         $0x02, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R11
-	VPBROADCASTQ (BX)(R8*8), Y4
-	VPINSRQ      $0x01, (BX)(R9*8), X4, X4
-	VPBROADCASTQ (BX)(R10*8), X9
-	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
-	VINSERTI128  $0x01, X9, Y4, Y4
-	VPBROADCASTD 62(AX), Y9
-	VPSHUFB      Y1, Y9, Y9
-	VPAND        Y0, Y9, Y9
-	VPCMPEQB     Y0, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPSHUFD      $0xff, Y3, Y3
-	VPSHUFB      iq2lanesc<>+0(SB), Y3, Y3
-	VPMADDUBSW   228(CX), Y4, Y10
-	VPMADDUBSW   228(CX), Y9, Y11
-	VPSUBW       Y11, Y10, Y10
-	VPSUBW       Y11, Y10, Y10
-	VPMADDWD     Y3, Y10, Y10
+	MOVBLZX      58(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y9
+	MOVBLZX      59(AX), R8
+	VPINSRQ      $0x01, (DI)(R8*8), X9, X9
+	MOVBLZX      60(AX), R8
+	VPBROADCASTQ (DI)(R8*8), X10
+	MOVBLZX      61(AX), R8
+	VPINSRQ      $0x01, (DI)(R8*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPSHUFD      $0xff, Y8, Y8
+	VPBROADCASTD 28(SP), Y10
+	VPSHUFB      iq3spread<>+0(SB), Y10, Y10
+	VPAND        iq3bits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq3bits<>+0(SB), Y10, Y10
+	VPOR         v32_01010101<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VMOVDQU      228(CX), Y10
+	VPSIGNB      Y10, Y9, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPSIGNB      Y10, Y9, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
 	VPADDD       Y10, Y5, Y5
-	VPMADDUBSW   228(CX)(SI*1), Y4, Y10
-	VPMADDUBSW   228(CX)(SI*1), Y9, Y11
-	VPSUBW       Y11, Y10, Y10
-	VPSUBW       Y11, Y10, Y10
-	VPMADDWD     Y3, Y10, Y10
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPSIGNB      Y10, Y9, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
 	VPADDD       Y10, Y6, Y6
-	VPMADDUBSW   228(CX)(SI*2), Y4, Y10
-	VPMADDUBSW   228(CX)(SI*2), Y9, Y11
-	VPSUBW       Y11, Y10, Y10
-	VPSUBW       Y11, Y10, Y10
-	VPMADDWD     Y3, Y10, Y10
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y9, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
 	VPADDD       Y10, Y7, Y7
-	VPMADDUBSW   228(CX)(DI*1), Y4, Y4
-	VPMADDUBSW   228(CX)(DI*1), Y9, Y9
-	VPSUBW       Y9, Y4, Y4
-	VPSUBW       Y9, Y4, Y4
-	VPMADDWD     Y3, Y4, Y4
-	VPADDD       Y4, Y8, Y8
-	VPBROADCASTW (AX), X3
-	VCVTPH2PS    X3, X3
-	VPUNPCKLDQ   Y6, Y5, Y4
-	VPUNPCKHDQ   Y6, Y5, Y5
-	VPADDD       Y5, Y4, Y4
-	VPUNPCKLDQ   Y8, Y7, Y5
-	VPUNPCKHDQ   Y8, Y7, Y6
-	VPADDD       Y6, Y5, Y5
-	VPUNPCKLQDQ  Y5, Y4, Y6
-	VPUNPCKHQDQ  Y5, Y4, Y4
-	VPADDD       Y4, Y6, Y6
-	VEXTRACTI128 $0x01, Y6, X4
-	VPADDD       X4, X6, X4
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, X8
+	VEXTRACTF128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0x4e, X4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0xb1, X4, X9
+	VPADDD       X9, X4, X4
 	VCVTDQ2PS    X4, X4
-	VMOVSS       (CX), X5
-	VINSERTPS    $0x10, (CX)(SI*1), X5, X5
-	VINSERTPS    $0x20, (CX)(SI*2), X5, X5
-	VINSERTPS    $0x30, (CX)(DI*1), X5, X5
-	VMULPS       X5, X3, X3
-	VMULPS       X4, X3, X3
-	VADDPS       X3, X2, X2
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
+	VADDSS       X4, X0, X0
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000042, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ2_XXSx4AVX2
+
+donedotIQ2_XXSx4AVX2:
+	VMULSS c32_3e000000<>+0(SB), X0, X0
+	VMULSS c32_3e000000<>+0(SB), X1, X1
+	VMULSS c32_3e000000<>+0(SB), X2, X2
+	VMULSS c32_3e000000<>+0(SB), X3, X3
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ2_XSx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ2_XSx4AVX2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq2xsGrid<>+0(SB), DI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ2_XSx4AVX2
+
+loopdotIQ2_XSx4AVX2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VMOVDQU      2(AX), Y8
+	VMOVDQU      34(AX), Y9
+	VPSRLW       $0x09, Y8, Y8
+	VPSRLW       $0x09, Y9, Y9
+	VPACKUSWB    Y9, Y8, Y8
+	VPERMQ       $0xd8, Y8, Y8
+	VMOVDQU      iq2par<>+0(SB), Y11
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y9
+	VPSRLD       $0x04, Y8, Y10
+	VPAND        v32_0f0f0f0f<>+0(SB), Y10, Y10
+	VPSHUFB      Y9, Y11, Y9
+	VPSHUFB      Y10, Y11, Y10
+	VPXOR        Y10, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQU      Y8, (SP)
+	VPBROADCASTQ 66(AX), Y8
+	VPSHUFB      iq2sc0<>+0(SB), Y8, Y9
+	VPSRLVD      iq2scshift<>+0(SB), Y9, Y9
+	VPAND        v32_0000000f<>+0(SB), Y9, Y9
+	VPADDD       Y9, Y9, Y9
+	VPOR         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y9, Y10, Y10
+	VPSHUFB      iq2sc1<>+0(SB), Y8, Y8
+	VPSRLVD      iq2scshift<>+0(SB), Y8, Y8
+	VPAND        v32_0000000f<>+0(SB), Y8, Y8
+	VPADDD       Y8, Y8, Y8
+	VPOR         v32_00000001<>+0(SB), Y8, Y8
+	VPSLLD       $0x10, Y8, Y9
+	VPOR         Y8, Y9, Y9
+	MOVWLZX      2(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVWLZX      4(AX), R8
+	ANDL         $0x000001ff, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X8, X8
+	MOVWLZX      6(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), X11
+	MOVWLZX      8(AX), R8
+	ANDL         $0x000001ff, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X11, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPSHUFD      $0x00, Y10, Y11
+	VPBROADCASTD (SP), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      4(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      10(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVWLZX      12(AX), R8
+	ANDL         $0x000001ff, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X8, X8
+	MOVWLZX      14(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), X11
+	MOVWLZX      16(AX), R8
+	ANDL         $0x000001ff, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X11, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPSHUFD      $0x55, Y10, Y11
+	VPBROADCASTD 4(SP), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      36(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      18(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVWLZX      20(AX), R8
+	ANDL         $0x000001ff, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X8, X8
+	MOVWLZX      22(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), X11
+	MOVWLZX      24(AX), R8
+	ANDL         $0x000001ff, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X11, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPSHUFD      $0xaa, Y10, Y11
+	VPBROADCASTD 8(SP), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      68(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      26(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVWLZX      28(AX), R8
+	ANDL         $0x000001ff, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X8, X8
+	MOVWLZX      30(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), X11
+	MOVWLZX      32(AX), R8
+	ANDL         $0x000001ff, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X11, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPSHUFD      $0xff, Y10, Y10
+	VPBROADCASTD 12(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      100(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      34(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVWLZX      36(AX), R8
+	ANDL         $0x000001ff, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X8, X8
+	MOVWLZX      38(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), X10
+	MOVWLZX      40(AX), R8
+	ANDL         $0x000001ff, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0x00, Y9, Y10
+	VPBROADCASTD 16(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      132(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      132(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      132(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      42(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVWLZX      44(AX), R8
+	ANDL         $0x000001ff, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X8, X8
+	MOVWLZX      46(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), X10
+	MOVWLZX      48(AX), R8
+	ANDL         $0x000001ff, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0x55, Y9, Y10
+	VPBROADCASTD 20(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      164(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      50(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVWLZX      52(AX), R8
+	ANDL         $0x000001ff, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X8, X8
+	MOVWLZX      54(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), X10
+	MOVWLZX      56(AX), R8
+	ANDL         $0x000001ff, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0xaa, Y9, Y10
+	VPBROADCASTD 24(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      196(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      58(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVWLZX      60(AX), R8
+	ANDL         $0x000001ff, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X8, X8
+	MOVWLZX      62(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), X10
+	MOVWLZX      64(AX), R8
+	ANDL         $0x000001ff, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0xff, Y9, Y9
+	VPBROADCASTD 28(SP), Y10
+	VPSHUFB      iq3spread<>+0(SB), Y10, Y10
+	VPAND        iq3bits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq3bits<>+0(SB), Y10, Y10
+	VPOR         v32_01010101<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      228(CX), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, X8
+	VEXTRACTF128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0x4e, X4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0xb1, X4, X9
+	VPADDD       X9, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
+	VADDSS       X4, X0, X0
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x0000004a, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ2_XSx4AVX2
+
+donedotIQ2_XSx4AVX2:
+	VMULSS c32_3e000000<>+0(SB), X0, X0
+	VMULSS c32_3e000000<>+0(SB), X1, X1
+	VMULSS c32_3e000000<>+0(SB), X2, X2
+	VMULSS c32_3e000000<>+0(SB), X3, X3
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ2_Sx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ2_Sx4AVX2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq2sGrid<>+0(SB), DI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ2_Sx4AVX2
+
+loopdotIQ2_Sx4AVX2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPBROADCASTQ 74(AX), Y8
+	VPSHUFB      iq2sc0<>+0(SB), Y8, Y9
+	VPSRLVD      iq2scshift<>+0(SB), Y9, Y9
+	VPAND        v32_0000000f<>+0(SB), Y9, Y9
+	VPADDD       Y9, Y9, Y9
+	VPOR         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y9, Y10, Y10
+	VPSHUFB      iq2sc1<>+0(SB), Y8, Y8
+	VPSRLVD      iq2scshift<>+0(SB), Y8, Y8
+	VPAND        v32_0000000f<>+0(SB), Y8, Y8
+	VPADDD       Y8, Y8, Y8
+	VPOR         v32_00000001<>+0(SB), Y8, Y8
+	VPSLLD       $0x10, Y8, Y9
+	VPOR         Y8, Y9, Y9
+	MOVWLZX      66(AX), R8
+	MOVBLZX      2(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      3(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x06, R11
+	ANDL         $0x00000300, R11
+	ORL          R11, R10
+	MOVBLZX      4(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x04, R12
+	ANDL         $0x00000300, R12
+	ORL          R12, R11
+	MOVBLZX      5(AX), R12
+	SHLL         $0x02, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPINSRQ      $0x01, (DI)(R10*8), X8, X8
+	VPBROADCASTQ (DI)(R11*8), X11
+	VPINSRQ      $0x01, (DI)(R12*8), X11, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPSHUFD      $0x00, Y10, Y11
+	VPBROADCASTD 34(AX), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      4(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      67(AX), R8
+	MOVBLZX      6(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      7(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x06, R11
+	ANDL         $0x00000300, R11
+	ORL          R11, R10
+	MOVBLZX      8(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x04, R12
+	ANDL         $0x00000300, R12
+	ORL          R12, R11
+	MOVBLZX      9(AX), R12
+	SHLL         $0x02, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPINSRQ      $0x01, (DI)(R10*8), X8, X8
+	VPBROADCASTQ (DI)(R11*8), X11
+	VPINSRQ      $0x01, (DI)(R12*8), X11, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPSHUFD      $0x55, Y10, Y11
+	VPBROADCASTD 38(AX), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      36(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      68(AX), R8
+	MOVBLZX      10(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      11(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x06, R11
+	ANDL         $0x00000300, R11
+	ORL          R11, R10
+	MOVBLZX      12(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x04, R12
+	ANDL         $0x00000300, R12
+	ORL          R12, R11
+	MOVBLZX      13(AX), R12
+	SHLL         $0x02, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPINSRQ      $0x01, (DI)(R10*8), X8, X8
+	VPBROADCASTQ (DI)(R11*8), X11
+	VPINSRQ      $0x01, (DI)(R12*8), X11, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPSHUFD      $0xaa, Y10, Y11
+	VPBROADCASTD 42(AX), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      68(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      69(AX), R8
+	MOVBLZX      14(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      15(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x06, R11
+	ANDL         $0x00000300, R11
+	ORL          R11, R10
+	MOVBLZX      16(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x04, R12
+	ANDL         $0x00000300, R12
+	ORL          R12, R11
+	MOVBLZX      17(AX), R12
+	SHLL         $0x02, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPINSRQ      $0x01, (DI)(R10*8), X8, X8
+	VPBROADCASTQ (DI)(R11*8), X11
+	VPINSRQ      $0x01, (DI)(R12*8), X11, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPSHUFD      $0xff, Y10, Y10
+	VPBROADCASTD 46(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      100(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      70(AX), R8
+	MOVBLZX      18(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      19(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x06, R11
+	ANDL         $0x00000300, R11
+	ORL          R11, R10
+	MOVBLZX      20(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x04, R12
+	ANDL         $0x00000300, R12
+	ORL          R12, R11
+	MOVBLZX      21(AX), R12
+	SHLL         $0x02, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPINSRQ      $0x01, (DI)(R10*8), X8, X8
+	VPBROADCASTQ (DI)(R11*8), X10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0x00, Y9, Y10
+	VPBROADCASTD 50(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      132(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      132(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      132(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      71(AX), R8
+	MOVBLZX      22(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      23(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x06, R11
+	ANDL         $0x00000300, R11
+	ORL          R11, R10
+	MOVBLZX      24(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x04, R12
+	ANDL         $0x00000300, R12
+	ORL          R12, R11
+	MOVBLZX      25(AX), R12
+	SHLL         $0x02, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPINSRQ      $0x01, (DI)(R10*8), X8, X8
+	VPBROADCASTQ (DI)(R11*8), X10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0x55, Y9, Y10
+	VPBROADCASTD 54(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      164(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      72(AX), R8
+	MOVBLZX      26(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      27(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x06, R11
+	ANDL         $0x00000300, R11
+	ORL          R11, R10
+	MOVBLZX      28(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x04, R12
+	ANDL         $0x00000300, R12
+	ORL          R12, R11
+	MOVBLZX      29(AX), R12
+	SHLL         $0x02, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPINSRQ      $0x01, (DI)(R10*8), X8, X8
+	VPBROADCASTQ (DI)(R11*8), X10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0xaa, Y9, Y10
+	VPBROADCASTD 58(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      196(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      73(AX), R8
+	MOVBLZX      30(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      31(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x06, R11
+	ANDL         $0x00000300, R11
+	ORL          R11, R10
+	MOVBLZX      32(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x04, R12
+	ANDL         $0x00000300, R12
+	ORL          R12, R11
+	MOVBLZX      33(AX), R12
+	SHLL         $0x02, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPINSRQ      $0x01, (DI)(R10*8), X8, X8
+	VPBROADCASTQ (DI)(R11*8), X10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0xff, Y9, Y9
+	VPBROADCASTD 62(AX), Y10
+	VPSHUFB      iq3spread<>+0(SB), Y10, Y10
+	VPAND        iq3bits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq3bits<>+0(SB), Y10, Y10
+	VPOR         v32_01010101<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      228(CX), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, X8
+	VEXTRACTF128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0x4e, X4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0xb1, X4, X9
+	VPADDD       X9, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
+	VADDSS       X4, X0, X0
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
 	ADDQ         $0x00000052, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
 	JNZ          loopdotIQ2_Sx4AVX2
 
 donedotIQ2_Sx4AVX2:
-	VBROADCASTSS c32_3e000000<>+0(SB), X0
-	VMULPS       X0, X2, X2
-	MOVQ         out+40(FP), AX
-	VMOVUPS      X2, (AX)
+	VMULSS c32_3e000000<>+0(SB), X0, X0
+	VMULSS c32_3e000000<>+0(SB), X1, X1
+	VMULSS c32_3e000000<>+0(SB), X2, X2
+	VMULSS c32_3e000000<>+0(SB), X3, X3
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
 	VZEROUPPER
 	RET
 
@@ -11605,191 +15288,297 @@ GLOBL grid_iq3xxsGrid<>(SB), RODATA|NOPTR, $1024
 
 // func dotIQ3_XXSAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ3_XXSAVX2(SB), NOSPLIT, $64-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	VMOVDQU      iq3spread<>+0(SB), Y0
-	VMOVDQU      iq3bits<>+0(SB), Y1
-	VPBROADCASTD c32_01010101<>+0(SB), Y2
-	LEAQ         grid_iq3xxsGrid<>+0(SB), BX
-	VXORPS       X3, X3, X3
-	TESTQ        DX, DX
-	JZ           donedotIQ3_XXSAVX2
+TEXT ·dotIQ3_XXSAVX2(SB), NOSPLIT, $32-28
+	MOVQ    w+0(FP), AX
+	MOVQ    a+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	LEAQ    grid_iq3xxsGrid<>+0(SB), BX
+	VMOVDQU iq3spread<>+0(SB), Y0
+	VMOVDQU iq3bits<>+0(SB), Y1
+	VMOVDQU v32_01010101<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+	TESTQ   DX, DX
+	JZ      donedotIQ3_XXSAVX2
 
 loopdotIQ3_XXSAVX2:
 	VPXOR        Y4, Y4, Y4
-	VMOVDQU      66(AX), Y5
-	VPSRLD       $0x1c, Y5, Y6
+	VPXOR        Y5, Y5, Y5
+	VMOVDQU      66(AX), Y6
+	VPAND        v32_00003fff<>+0(SB), Y6, Y7
+	VPSLLD       $0x02, Y6, Y8
+	VPAND        v32_3fff0000<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPAND        v32_007f007f<>+0(SB), Y7, Y9
+	VPSLLD       $0x01, Y7, Y8
+	VPAND        v32_7f007f00<>+0(SB), Y8, Y8
+	VPOR         Y8, Y9, Y9
+	VMOVDQU      iq2par<>+0(SB), Y10
+	VPAND        v32_0f0f0f0f<>+0(SB), Y9, Y7
+	VPSRLD       $0x04, Y9, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VPSHUFB      Y7, Y10, Y7
+	VPSHUFB      Y8, Y10, Y8
+	VPXOR        Y8, Y7, Y7
+	VPOR         Y7, Y9, Y9
+	VMOVDQU      Y9, (SP)
+	VPSRLD       $0x1c, Y6, Y6
 	VPADDD       Y6, Y6, Y6
 	VPOR         v32_00000001<>+0(SB), Y6, Y6
 	VPSLLD       $0x10, Y6, Y7
 	VPOR         Y7, Y6, Y6
-	VMOVDQU      Y6, 32(SP)
-	VPAND        v32_00003fff<>+0(SB), Y5, Y6
-	VPSLLD       $0x02, Y5, Y5
-	VPAND        v32_3fff0000<>+0(SB), Y5, Y5
-	VPOR         Y5, Y6, Y6
-	VPAND        v32_007f007f<>+0(SB), Y6, Y7
-	VPSLLD       $0x01, Y6, Y5
-	VPAND        v32_7f007f00<>+0(SB), Y5, Y5
-	VPOR         Y5, Y7, Y7
-	VPSRLD       $0x04, Y7, Y6
-	VPXOR        Y7, Y6, Y6
-	VPSRLD       $0x02, Y6, Y5
-	VPXOR        Y5, Y6, Y6
-	VPSRLD       $0x01, Y6, Y5
-	VPXOR        Y5, Y6, Y6
-	VPAND        v32_01010101<>+0(SB), Y6, Y6
-	VPSLLD       $0x07, Y6, Y6
-	VPOR         Y6, Y7, Y7
-	VMOVDQU      Y7, (SP)
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    2(AX), Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD (SP), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 32(SP), Y6
-	VMOVDQU      4(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    10(AX), Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 4(SP), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 36(SP), Y6
-	VMOVDQU      36(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    18(AX), Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 8(SP), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 40(SP), Y6
-	VMOVDQU      68(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    26(AX), Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 12(SP), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 44(SP), Y6
-	VMOVDQU      100(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    34(AX), Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 16(SP), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 48(SP), Y6
-	VMOVDQU      132(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    42(AX), Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 20(SP), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 52(SP), Y6
-	VMOVDQU      164(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    50(AX), Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 24(SP), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 56(SP), Y6
-	VMOVDQU      196(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    58(AX), Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 28(SP), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 60(SP), Y6
-	VMOVDQU      228(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPBROADCASTW (AX), X5
-	VCVTPH2PS    X5, X5
-	VEXTRACTF128 $0x01, Y4, X6
-	VPADDD       X6, X4, X4
-	VPSHUFD      $0x4e, X4, X6
-	VPADDD       X6, X4, X4
-	VPSHUFD      $0xb1, X4, X6
-	VPADDD       X6, X4, X4
+	VPERMQ       $0x44, Y6, Y7
+	VPERMQ       $0xee, Y6, Y6
+	MOVBLZX      2(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	MOVBLZX      3(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X8, X8
+	MOVBLZX      4(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X8, X8
+	MOVBLZX      5(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X8, X8
+	MOVBLZX      6(AX), SI
+	VPBROADCASTD (BX)(SI*4), X9
+	MOVBLZX      7(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X9, X9
+	MOVBLZX      8(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X9, X9
+	MOVBLZX      9(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPSHUFD      $0x00, Y7, Y9
+	VPBROADCASTD (SP), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      4(CX), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVBLZX      10(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	MOVBLZX      11(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X8, X8
+	MOVBLZX      12(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X8, X8
+	MOVBLZX      13(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X8, X8
+	MOVBLZX      14(AX), SI
+	VPBROADCASTD (BX)(SI*4), X9
+	MOVBLZX      15(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X9, X9
+	MOVBLZX      16(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X9, X9
+	MOVBLZX      17(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPSHUFD      $0x55, Y7, Y9
+	VPBROADCASTD 4(SP), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      36(CX), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	MOVBLZX      18(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	MOVBLZX      19(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X8, X8
+	MOVBLZX      20(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X8, X8
+	MOVBLZX      21(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X8, X8
+	MOVBLZX      22(AX), SI
+	VPBROADCASTD (BX)(SI*4), X9
+	MOVBLZX      23(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X9, X9
+	MOVBLZX      24(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X9, X9
+	MOVBLZX      25(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPSHUFD      $0xaa, Y7, Y9
+	VPBROADCASTD 8(SP), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      68(CX), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVBLZX      26(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	MOVBLZX      27(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X8, X8
+	MOVBLZX      28(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X8, X8
+	MOVBLZX      29(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X8, X8
+	MOVBLZX      30(AX), SI
+	VPBROADCASTD (BX)(SI*4), X9
+	MOVBLZX      31(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X9, X9
+	MOVBLZX      32(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X9, X9
+	MOVBLZX      33(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPSHUFD      $0xff, Y7, Y7
+	VPBROADCASTD 12(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y8, Y8
+	VMOVDQU      100(CX), Y9
+	VPSIGNB      Y9, Y8, Y8
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVBLZX      34(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y7
+	MOVBLZX      35(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X7, X7
+	MOVBLZX      36(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X7, X7
+	MOVBLZX      37(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X7, X7
+	MOVBLZX      38(AX), SI
+	VPBROADCASTD (BX)(SI*4), X8
+	MOVBLZX      39(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X8, X8
+	MOVBLZX      40(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X8, X8
+	MOVBLZX      41(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X8, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPSHUFD      $0x00, Y6, Y8
+	VPBROADCASTD 16(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y7, Y7
+	VMOVDQU      132(CX), Y9
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVBLZX      42(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y7
+	MOVBLZX      43(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X7, X7
+	MOVBLZX      44(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X7, X7
+	MOVBLZX      45(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X7, X7
+	MOVBLZX      46(AX), SI
+	VPBROADCASTD (BX)(SI*4), X8
+	MOVBLZX      47(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X8, X8
+	MOVBLZX      48(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X8, X8
+	MOVBLZX      49(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X8, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPSHUFD      $0x55, Y6, Y8
+	VPBROADCASTD 20(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y7, Y7
+	VMOVDQU      164(CX), Y9
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVBLZX      50(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y7
+	MOVBLZX      51(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X7, X7
+	MOVBLZX      52(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X7, X7
+	MOVBLZX      53(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X7, X7
+	MOVBLZX      54(AX), SI
+	VPBROADCASTD (BX)(SI*4), X8
+	MOVBLZX      55(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X8, X8
+	MOVBLZX      56(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X8, X8
+	MOVBLZX      57(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X8, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPSHUFD      $0xaa, Y6, Y8
+	VPBROADCASTD 24(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y7, Y7
+	VMOVDQU      196(CX), Y9
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVBLZX      58(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y7
+	MOVBLZX      59(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X7, X7
+	MOVBLZX      60(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X7, X7
+	MOVBLZX      61(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X7, X7
+	MOVBLZX      62(AX), SI
+	VPBROADCASTD (BX)(SI*4), X8
+	MOVBLZX      63(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X8, X8
+	MOVBLZX      64(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X8, X8
+	MOVBLZX      65(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X8, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPSHUFD      $0xff, Y6, Y6
+	VPBROADCASTD 28(SP), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPCMPEQB     Y1, Y8, Y8
+	VPOR         Y2, Y8, Y8
+	VPSIGNB      Y8, Y7, Y7
+	VMOVDQU      228(CX), Y8
+	VPSIGNB      Y8, Y7, Y7
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y7, Y8, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, X6
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
 	VCVTDQ2PS    X4, X4
-	VMULSS       (CX), X5, X5
+	VMULSS       (CX), X6, X5
 	VMULSS       X5, X4, X4
 	VADDSS       X4, X3, X3
 	ADDQ         $0x00000062, AX
@@ -11802,59 +15591,6 @@ donedotIQ3_XXSAVX2:
 	MOVSS  X3, ret+24(FP)
 	VZEROUPPER
 	RET
-
-DATA iq3spread<>+0(SB)/4, $0x00000000
-DATA iq3spread<>+4(SB)/4, $0x00000000
-DATA iq3spread<>+8(SB)/4, $0x01010101
-DATA iq3spread<>+12(SB)/4, $0x01010101
-DATA iq3spread<>+16(SB)/4, $0x02020202
-DATA iq3spread<>+20(SB)/4, $0x02020202
-DATA iq3spread<>+24(SB)/4, $0x03030303
-DATA iq3spread<>+28(SB)/4, $0x03030303
-GLOBL iq3spread<>(SB), RODATA|NOPTR, $32
-
-DATA iq3bits<>+0(SB)/4, $0x08040201
-DATA iq3bits<>+4(SB)/4, $0x80402010
-DATA iq3bits<>+8(SB)/4, $0x08040201
-DATA iq3bits<>+12(SB)/4, $0x80402010
-DATA iq3bits<>+16(SB)/4, $0x08040201
-DATA iq3bits<>+20(SB)/4, $0x80402010
-DATA iq3bits<>+24(SB)/4, $0x08040201
-DATA iq3bits<>+28(SB)/4, $0x80402010
-GLOBL iq3bits<>(SB), RODATA|NOPTR, $32
-
-DATA c32_01010101<>+0(SB)/4, $0x01010101
-GLOBL c32_01010101<>(SB), RODATA|NOPTR, $4
-
-DATA v32_3fff0000<>+0(SB)/4, $0x3fff0000
-DATA v32_3fff0000<>+4(SB)/4, $0x3fff0000
-DATA v32_3fff0000<>+8(SB)/4, $0x3fff0000
-DATA v32_3fff0000<>+12(SB)/4, $0x3fff0000
-DATA v32_3fff0000<>+16(SB)/4, $0x3fff0000
-DATA v32_3fff0000<>+20(SB)/4, $0x3fff0000
-DATA v32_3fff0000<>+24(SB)/4, $0x3fff0000
-DATA v32_3fff0000<>+28(SB)/4, $0x3fff0000
-GLOBL v32_3fff0000<>(SB), RODATA|NOPTR, $32
-
-DATA v32_7f007f00<>+0(SB)/4, $0x7f007f00
-DATA v32_7f007f00<>+4(SB)/4, $0x7f007f00
-DATA v32_7f007f00<>+8(SB)/4, $0x7f007f00
-DATA v32_7f007f00<>+12(SB)/4, $0x7f007f00
-DATA v32_7f007f00<>+16(SB)/4, $0x7f007f00
-DATA v32_7f007f00<>+20(SB)/4, $0x7f007f00
-DATA v32_7f007f00<>+24(SB)/4, $0x7f007f00
-DATA v32_7f007f00<>+28(SB)/4, $0x7f007f00
-GLOBL v32_7f007f00<>(SB), RODATA|NOPTR, $32
-
-DATA v32_01010101<>+0(SB)/4, $0x01010101
-DATA v32_01010101<>+4(SB)/4, $0x01010101
-DATA v32_01010101<>+8(SB)/4, $0x01010101
-DATA v32_01010101<>+12(SB)/4, $0x01010101
-DATA v32_01010101<>+16(SB)/4, $0x01010101
-DATA v32_01010101<>+20(SB)/4, $0x01010101
-DATA v32_01010101<>+24(SB)/4, $0x01010101
-DATA v32_01010101<>+28(SB)/4, $0x01010101
-GLOBL v32_01010101<>(SB), RODATA|NOPTR, $32
 
 DATA c32_3e800000<>+0(SB)/4, $0x3e800000
 GLOBL c32_3e800000<>(SB), RODATA|NOPTR, $4
@@ -12375,206 +16111,209 @@ GLOBL grid_iq3sGrid<>(SB), RODATA|NOPTR, $2048
 
 // func dotIQ3_SAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ3_SAVX2(SB), NOSPLIT, $64-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	VMOVDQU      iq3spread<>+0(SB), Y0
-	VMOVDQU      iq3bits<>+0(SB), Y1
-	VPBROADCASTD c32_01010101<>+0(SB), Y2
-	LEAQ         grid_iq3sGrid<>+0(SB), BX
-	VXORPS       X3, X3, X3
-	TESTQ        DX, DX
-	JZ           donedotIQ3_SAVX2
+TEXT ·dotIQ3_SAVX2(SB), NOSPLIT, $32-28
+	MOVQ    w+0(FP), AX
+	MOVQ    a+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	LEAQ    grid_iq3sGrid<>+0(SB), BX
+	VMOVDQU iq3spread<>+0(SB), Y0
+	VMOVDQU iq3bits<>+0(SB), Y1
+	VMOVDQU v32_01010101<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+	TESTQ   DX, DX
+	JZ      donedotIQ3_SAVX2
 
 loopdotIQ3_SAVX2:
 	VPXOR        Y4, Y4, Y4
-	VPBROADCASTD 106(AX), Y5
-	VPSRLVD      iq3sls<>+0(SB), Y5, Y5
-	VPAND        v32_0000000f<>+0(SB), Y5, Y5
-	VPADDD       Y5, Y5, Y5
-	VPOR         v32_00000001<>+0(SB), Y5, Y5
-	VPSLLD       $0x10, Y5, Y6
-	VPOR         Y6, Y5, Y5
-	VMOVDQU      Y5, 32(SP)
 	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    2(AX), Y7
-	VPBROADCASTD 66(AX), Y8
-	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
-	VPAND        v32_00000100<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 74(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 32(SP), Y6
-	VMOVDQU      4(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    10(AX), Y7
-	VPBROADCASTD 67(AX), Y8
-	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
-	VPAND        v32_00000100<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 78(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 36(SP), Y6
-	VMOVDQU      36(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    18(AX), Y7
-	VPBROADCASTD 68(AX), Y8
-	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
-	VPAND        v32_00000100<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 82(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 40(SP), Y6
-	VMOVDQU      68(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    26(AX), Y7
-	VPBROADCASTD 69(AX), Y8
-	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
-	VPAND        v32_00000100<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 86(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 44(SP), Y6
-	VMOVDQU      100(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    34(AX), Y7
-	VPBROADCASTD 70(AX), Y8
-	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
-	VPAND        v32_00000100<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 90(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 48(SP), Y6
-	VMOVDQU      132(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    42(AX), Y7
-	VPBROADCASTD 71(AX), Y8
-	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
-	VPAND        v32_00000100<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 94(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 52(SP), Y6
-	VMOVDQU      164(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    50(AX), Y7
-	VPBROADCASTD 72(AX), Y8
-	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
-	VPAND        v32_00000100<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 98(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 56(SP), Y6
-	VMOVDQU      196(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    58(AX), Y7
-	VPBROADCASTD 73(AX), Y8
-	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
-	VPAND        v32_00000100<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 102(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 60(SP), Y6
-	VMOVDQU      228(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPBROADCASTW (AX), X5
-	VCVTPH2PS    X5, X5
-	VEXTRACTF128 $0x01, Y4, X6
-	VPADDD       X6, X4, X4
-	VPSHUFD      $0x4e, X4, X6
-	VPADDD       X6, X4, X4
-	VPSHUFD      $0xb1, X4, X6
-	VPADDD       X6, X4, X4
+	VPBROADCASTD 106(AX), Y6
+	VPSRLVD      iq3sls<>+0(SB), Y6, Y6
+	VPAND        v32_0000000f<>+0(SB), Y6, Y6
+	VPADDD       Y6, Y6, Y6
+	VPOR         v32_00000001<>+0(SB), Y6, Y6
+	VPSLLD       $0x10, Y6, Y7
+	VPOR         Y7, Y6, Y6
+	VPERMQ       $0x44, Y6, Y7
+	VPERMQ       $0xee, Y6, Y6
+	VPXOR        Y8, Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPMOVZXBD    2(AX), Y10
+	VPBROADCASTD 66(AX), Y11
+	VPSLLVD      iq3shbit<>+0(SB), Y11, Y11
+	VPAND        v32_00000100<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPGATHERDD   Y9, (BX)(Y10*4), Y8
+	VPSHUFD      $0x00, Y7, Y9
+	VPBROADCASTD 74(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      4(CX), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPXOR        Y8, Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPMOVZXBD    10(AX), Y10
+	VPBROADCASTD 67(AX), Y11
+	VPSLLVD      iq3shbit<>+0(SB), Y11, Y11
+	VPAND        v32_00000100<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPGATHERDD   Y9, (BX)(Y10*4), Y8
+	VPSHUFD      $0x55, Y7, Y9
+	VPBROADCASTD 78(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      36(CX), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPXOR        Y8, Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPMOVZXBD    18(AX), Y10
+	VPBROADCASTD 68(AX), Y11
+	VPSLLVD      iq3shbit<>+0(SB), Y11, Y11
+	VPAND        v32_00000100<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPGATHERDD   Y9, (BX)(Y10*4), Y8
+	VPSHUFD      $0xaa, Y7, Y9
+	VPBROADCASTD 82(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      68(CX), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPXOR        Y8, Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPMOVZXBD    26(AX), Y10
+	VPBROADCASTD 69(AX), Y11
+	VPSLLVD      iq3shbit<>+0(SB), Y11, Y11
+	VPAND        v32_00000100<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPGATHERDD   Y9, (BX)(Y10*4), Y8
+	VPSHUFD      $0xff, Y7, Y7
+	VPBROADCASTD 86(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y8, Y8
+	VMOVDQU      100(CX), Y9
+	VPSIGNB      Y9, Y8, Y8
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPXOR        Y7, Y7, Y7
+	VPCMPEQD     Y8, Y8, Y8
+	VPMOVZXBD    34(AX), Y9
+	VPBROADCASTD 70(AX), Y10
+	VPSLLVD      iq3shbit<>+0(SB), Y10, Y10
+	VPAND        v32_00000100<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPGATHERDD   Y8, (BX)(Y9*4), Y7
+	VPSHUFD      $0x00, Y6, Y8
+	VPBROADCASTD 90(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y7, Y7
+	VMOVDQU      132(CX), Y9
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPXOR        Y7, Y7, Y7
+	VPCMPEQD     Y8, Y8, Y8
+	VPMOVZXBD    42(AX), Y9
+	VPBROADCASTD 71(AX), Y10
+	VPSLLVD      iq3shbit<>+0(SB), Y10, Y10
+	VPAND        v32_00000100<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPGATHERDD   Y8, (BX)(Y9*4), Y7
+	VPSHUFD      $0x55, Y6, Y8
+	VPBROADCASTD 94(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y7, Y7
+	VMOVDQU      164(CX), Y9
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPXOR        Y7, Y7, Y7
+	VPCMPEQD     Y8, Y8, Y8
+	VPMOVZXBD    50(AX), Y9
+	VPBROADCASTD 72(AX), Y10
+	VPSLLVD      iq3shbit<>+0(SB), Y10, Y10
+	VPAND        v32_00000100<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPGATHERDD   Y8, (BX)(Y9*4), Y7
+	VPSHUFD      $0xaa, Y6, Y8
+	VPBROADCASTD 98(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y7, Y7
+	VMOVDQU      196(CX), Y9
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPXOR        Y7, Y7, Y7
+	VPCMPEQD     Y8, Y8, Y8
+	VPMOVZXBD    58(AX), Y9
+	VPBROADCASTD 73(AX), Y10
+	VPSLLVD      iq3shbit<>+0(SB), Y10, Y10
+	VPAND        v32_00000100<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPGATHERDD   Y8, (BX)(Y9*4), Y7
+	VPSHUFD      $0xff, Y6, Y6
+	VPBROADCASTD 102(AX), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPCMPEQB     Y1, Y8, Y8
+	VPOR         Y2, Y8, Y8
+	VPSIGNB      Y8, Y7, Y7
+	VMOVDQU      228(CX), Y8
+	VPSIGNB      Y8, Y7, Y7
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y7, Y8, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, X6
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
 	VCVTDQ2PS    X4, X4
-	VMULSS       (CX), X5, X5
+	VMULSS       (CX), X6, X5
 	VMULSS       X5, X4, X4
 	VADDSS       X4, X3, X3
 	ADDQ         $0x0000006e, AX
@@ -16717,7 +20456,7 @@ GLOBL grid_iq1sGrid_0_8_16<>(SB), RODATA|NOPTR, $16384
 
 // func dotIQ1_SAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ1_SAVX2(SB), NOSPLIT, $96-28
+TEXT ·dotIQ1_SAVX2(SB), NOSPLIT, $32-28
 	MOVQ   w+0(FP), AX
 	MOVQ   a+8(FP), CX
 	MOVQ   nb+16(FP), DX
@@ -16728,129 +20467,280 @@ TEXT ·dotIQ1_SAVX2(SB), NOSPLIT, $96-28
 
 loopdotIQ1_SAVX2:
 	VPXOR        Y1, Y1, Y1
-	VPMOVZXWD    34(AX), Y2
-	VPSRLD       $0x0c, Y2, Y3
-	VPAND        v32_00000007<>+0(SB), Y3, Y3
-	VPADDD       Y3, Y3, Y3
-	VPOR         v32_00000001<>+0(SB), Y3, Y3
-	VPSLLD       $0x10, Y2, Y2
-	VPSRAD       $0x1f, Y2, Y2
-	VPXOR        Y2, Y3, Y4
-	VPSUBD       Y2, Y4, Y4
-	VPSLLD       $0x03, Y3, Y2
-	VPSUBD       Y4, Y2, Y2
-	VPSLLD       $0x10, Y2, Y4
-	VPOR         Y4, Y2, Y2
-	VMOVDQU      Y2, 64(SP)
-	VPSLLD       $0x10, Y3, Y2
-	VPOR         Y2, Y3, Y3
+	VPXOR        Y2, Y2, Y2
+	VPMOVZXWD    34(AX), Y3
+	VPSRLD       $0x0c, Y3, Y4
+	VPAND        v32_00000007<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y4, Y4
+	VPOR         v32_00000001<>+0(SB), Y4, Y4
+	VPSLLD       $0x10, Y3, Y3
+	VPSRAD       $0x1f, Y3, Y3
+	VPXOR        Y3, Y4, Y5
+	VPSUBD       Y3, Y5, Y5
+	VPSLLD       $0x03, Y4, Y3
+	VPSUBD       Y5, Y3, Y3
+	VPSLLD       $0x10, Y3, Y5
+	VPOR         Y5, Y3, Y3
 	VMOVDQU      Y3, (SP)
-	VPMOVZXBD    2(AX), Y2
-	VPBROADCASTD 34(AX), Y3
-	VPSRLVD      iq1sshift<>+0(SB), Y3, Y3
-	VPAND        v32_00000007<>+0(SB), Y3, Y3
-	VPSLLD       $0x08, Y3, Y3
-	VPOR         Y3, Y2, Y2
-	VPXOR        Y3, Y3, Y3
-	VPCMPEQD     Y4, Y4, Y4
-	VPGATHERDQ   Y4, (BX)(X2*8), Y3
-	VPBROADCASTD (SP), Y4
-	VMOVDQU      4(CX), Y5
+	VPSLLD       $0x10, Y4, Y3
+	VPOR         Y3, Y4, Y4
+	VPERMQ       $0x44, Y4, Y3
+	VPERMQ       $0xee, Y4, Y4
+	MOVWLZX      34(AX), SI
+	MOVBLZX      2(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000700, R8
+	ORL          R8, DI
+	MOVBLZX      3(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x05, R9
+	ANDL         $0x00000700, R9
+	ORL          R9, R8
+	MOVBLZX      4(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x02, R10
+	ANDL         $0x00000700, R10
+	ORL          R10, R9
+	MOVBLZX      5(AX), R10
+	SHRL         $0x01, SI
+	ANDL         $0x00000700, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y5
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VPBROADCASTQ (BX)(R9*8), X6
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPSHUFD      $0x00, Y3, Y6
+	VMOVDQU      4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y1, Y1
+	MOVWLZX      36(AX), SI
+	MOVBLZX      6(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000700, R8
+	ORL          R8, DI
+	MOVBLZX      7(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x05, R9
+	ANDL         $0x00000700, R9
+	ORL          R9, R8
+	MOVBLZX      8(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x02, R10
+	ANDL         $0x00000700, R10
+	ORL          R10, R9
+	MOVBLZX      9(AX), R10
+	SHRL         $0x01, SI
+	ANDL         $0x00000700, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y5
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VPBROADCASTQ (BX)(R9*8), X6
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPSHUFD      $0x55, Y3, Y6
+	VMOVDQU      36(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y2, Y2
+	MOVWLZX      38(AX), SI
+	MOVBLZX      10(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000700, R8
+	ORL          R8, DI
+	MOVBLZX      11(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x05, R9
+	ANDL         $0x00000700, R9
+	ORL          R9, R8
+	MOVBLZX      12(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x02, R10
+	ANDL         $0x00000700, R10
+	ORL          R10, R9
+	MOVBLZX      13(AX), R10
+	SHRL         $0x01, SI
+	ANDL         $0x00000700, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y5
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VPBROADCASTQ (BX)(R9*8), X6
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPSHUFD      $0xaa, Y3, Y6
+	VMOVDQU      68(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y1, Y1
+	MOVWLZX      40(AX), SI
+	MOVBLZX      14(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000700, R8
+	ORL          R8, DI
+	MOVBLZX      15(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x05, R9
+	ANDL         $0x00000700, R9
+	ORL          R9, R8
+	MOVBLZX      16(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x02, R10
+	ANDL         $0x00000700, R10
+	ORL          R10, R9
+	MOVBLZX      17(AX), R10
+	SHRL         $0x01, SI
+	ANDL         $0x00000700, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y5
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VPBROADCASTQ (BX)(R9*8), X6
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPSHUFD      $0xff, Y3, Y3
+	VMOVDQU      100(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPMADDWD     Y3, Y6, Y6
+	VPADDD       Y6, Y2, Y2
+	MOVWLZX      42(AX), SI
+	MOVBLZX      18(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000700, R8
+	ORL          R8, DI
+	MOVBLZX      19(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x05, R9
+	ANDL         $0x00000700, R9
+	ORL          R9, R8
+	MOVBLZX      20(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x02, R10
+	ANDL         $0x00000700, R10
+	ORL          R10, R9
+	MOVBLZX      21(AX), R10
+	SHRL         $0x01, SI
+	ANDL         $0x00000700, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y3
+	VPINSRQ      $0x01, (BX)(R8*8), X3, X3
+	VPBROADCASTQ (BX)(R9*8), X5
+	VPINSRQ      $0x01, (BX)(R10*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y3
+	VPSHUFD      $0x00, Y4, Y5
+	VMOVDQU      132(CX), Y6
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y1, Y1
+	MOVWLZX      44(AX), SI
+	MOVBLZX      22(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000700, R8
+	ORL          R8, DI
+	MOVBLZX      23(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x05, R9
+	ANDL         $0x00000700, R9
+	ORL          R9, R8
+	MOVBLZX      24(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x02, R10
+	ANDL         $0x00000700, R10
+	ORL          R10, R9
+	MOVBLZX      25(AX), R10
+	SHRL         $0x01, SI
+	ANDL         $0x00000700, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y3
+	VPINSRQ      $0x01, (BX)(R8*8), X3, X3
+	VPBROADCASTQ (BX)(R9*8), X5
+	VPINSRQ      $0x01, (BX)(R10*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y3
+	VPSHUFD      $0x55, Y4, Y5
+	VMOVDQU      164(CX), Y6
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y2, Y2
+	MOVWLZX      46(AX), SI
+	MOVBLZX      26(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000700, R8
+	ORL          R8, DI
+	MOVBLZX      27(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x05, R9
+	ANDL         $0x00000700, R9
+	ORL          R9, R8
+	MOVBLZX      28(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x02, R10
+	ANDL         $0x00000700, R10
+	ORL          R10, R9
+	MOVBLZX      29(AX), R10
+	SHRL         $0x01, SI
+	ANDL         $0x00000700, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y3
+	VPINSRQ      $0x01, (BX)(R8*8), X3, X3
+	VPBROADCASTQ (BX)(R9*8), X5
+	VPINSRQ      $0x01, (BX)(R10*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y3
+	VPSHUFD      $0xaa, Y4, Y5
+	VMOVDQU      196(CX), Y6
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y1, Y1
+	MOVWLZX      48(AX), SI
+	MOVBLZX      30(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000700, R8
+	ORL          R8, DI
+	MOVBLZX      31(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x05, R9
+	ANDL         $0x00000700, R9
+	ORL          R9, R8
+	MOVBLZX      32(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x02, R10
+	ANDL         $0x00000700, R10
+	ORL          R10, R9
+	MOVBLZX      33(AX), R10
+	SHRL         $0x01, SI
+	ANDL         $0x00000700, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y3
+	VPINSRQ      $0x01, (BX)(R8*8), X3, X3
+	VPBROADCASTQ (BX)(R9*8), X5
+	VPINSRQ      $0x01, (BX)(R10*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y3
+	VPSHUFD      $0xff, Y4, Y4
+	VMOVDQU      228(CX), Y5
 	VPMADDUBSW   Y5, Y3, Y5
 	VPMADDWD     Y4, Y5, Y5
-	VPADDD       Y5, Y1, Y1
-	VPXOR        Y3, Y3, Y3
-	VPCMPEQD     Y4, Y4, Y4
-	VEXTRACTI128 $0x01, Y2, X2
-	VPGATHERDQ   Y4, (BX)(X2*8), Y3
-	VPBROADCASTD 4(SP), Y2
-	VMOVDQU      36(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPMADDWD     Y2, Y4, Y4
-	VPADDD       Y4, Y1, Y1
-	VPMOVZXBD    10(AX), Y2
-	VPBROADCASTD 38(AX), Y3
-	VPSRLVD      iq1sshift<>+0(SB), Y3, Y3
-	VPAND        v32_00000007<>+0(SB), Y3, Y3
-	VPSLLD       $0x08, Y3, Y3
-	VPOR         Y3, Y2, Y2
-	VPXOR        Y3, Y3, Y3
-	VPCMPEQD     Y4, Y4, Y4
-	VPGATHERDQ   Y4, (BX)(X2*8), Y3
-	VPBROADCASTD 8(SP), Y4
-	VMOVDQU      68(CX), Y5
-	VPMADDUBSW   Y5, Y3, Y5
-	VPMADDWD     Y4, Y5, Y5
-	VPADDD       Y5, Y1, Y1
-	VPXOR        Y3, Y3, Y3
-	VPCMPEQD     Y4, Y4, Y4
-	VEXTRACTI128 $0x01, Y2, X2
-	VPGATHERDQ   Y4, (BX)(X2*8), Y3
-	VPBROADCASTD 12(SP), Y2
-	VMOVDQU      100(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPMADDWD     Y2, Y4, Y4
-	VPADDD       Y4, Y1, Y1
-	VPMOVZXBD    18(AX), Y2
-	VPBROADCASTD 42(AX), Y3
-	VPSRLVD      iq1sshift<>+0(SB), Y3, Y3
-	VPAND        v32_00000007<>+0(SB), Y3, Y3
-	VPSLLD       $0x08, Y3, Y3
-	VPOR         Y3, Y2, Y2
-	VPXOR        Y3, Y3, Y3
-	VPCMPEQD     Y4, Y4, Y4
-	VPGATHERDQ   Y4, (BX)(X2*8), Y3
-	VPBROADCASTD 16(SP), Y4
-	VMOVDQU      132(CX), Y5
-	VPMADDUBSW   Y5, Y3, Y5
-	VPMADDWD     Y4, Y5, Y5
-	VPADDD       Y5, Y1, Y1
-	VPXOR        Y3, Y3, Y3
-	VPCMPEQD     Y4, Y4, Y4
-	VEXTRACTI128 $0x01, Y2, X2
-	VPGATHERDQ   Y4, (BX)(X2*8), Y3
-	VPBROADCASTD 20(SP), Y2
-	VMOVDQU      164(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPMADDWD     Y2, Y4, Y4
-	VPADDD       Y4, Y1, Y1
-	VPMOVZXBD    26(AX), Y2
-	VPBROADCASTD 46(AX), Y3
-	VPSRLVD      iq1sshift<>+0(SB), Y3, Y3
-	VPAND        v32_00000007<>+0(SB), Y3, Y3
-	VPSLLD       $0x08, Y3, Y3
-	VPOR         Y3, Y2, Y2
-	VPXOR        Y3, Y3, Y3
-	VPCMPEQD     Y4, Y4, Y4
-	VPGATHERDQ   Y4, (BX)(X2*8), Y3
-	VPBROADCASTD 24(SP), Y4
-	VMOVDQU      196(CX), Y5
-	VPMADDUBSW   Y5, Y3, Y5
-	VPMADDWD     Y4, Y5, Y5
-	VPADDD       Y5, Y1, Y1
-	VPXOR        Y3, Y3, Y3
-	VPCMPEQD     Y4, Y4, Y4
-	VEXTRACTI128 $0x01, Y2, X2
-	VPGATHERDQ   Y4, (BX)(X2*8), Y3
-	VPBROADCASTD 28(SP), Y2
-	VMOVDQU      228(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPMADDWD     Y2, Y4, Y4
-	VPADDD       Y4, Y1, Y1
-	VPBROADCASTW (AX), X2
-	VCVTPH2PS    X2, X2
-	VMOVDQU      64(SP), Y3
-	VPMADDWD     260(CX), Y3, Y3
-	VPSUBD       Y3, Y1, Y1
-	VEXTRACTF128 $0x01, Y1, X3
-	VPADDD       X3, X1, X1
-	VPSHUFD      $0x4e, X1, X3
-	VPADDD       X3, X1, X1
-	VPSHUFD      $0xb1, X1, X3
-	VPADDD       X3, X1, X1
+	VPADDD       Y5, Y2, Y2
+	VPBROADCASTW (AX), X3
+	VCVTPH2PS    X3, X3
+	VPADDD       Y2, Y1, Y1
+	VMOVDQU      (SP), Y2
+	VPMADDWD     260(CX), Y2, Y2
+	VPSUBD       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VPADDD       X2, X1, X1
+	VPSHUFD      $0x4e, X1, X2
+	VPADDD       X2, X1, X1
+	VPSHUFD      $0xb1, X1, X2
+	VPADDD       X2, X1, X1
 	VCVTDQ2PS    X1, X1
 	VMULSS       c32_3e000000<>+0(SB), X1, X1
-	VMULSS       (CX), X2, X2
+	VMULSS       (CX), X3, X2
 	VMULSS       X2, X1, X1
 	VADDSS       X1, X0, X0
 	ADDQ         $0x00000032, AX
@@ -16873,200 +20763,8467 @@ DATA v32_00000007<>+24(SB)/4, $0x00000007
 DATA v32_00000007<>+28(SB)/4, $0x00000007
 GLOBL v32_00000007<>(SB), RODATA|NOPTR, $32
 
-DATA iq1sshift<>+0(SB)/4, $0x00000000
-DATA iq1sshift<>+4(SB)/4, $0x00000003
-DATA iq1sshift<>+8(SB)/4, $0x00000006
-DATA iq1sshift<>+12(SB)/4, $0x00000009
-DATA iq1sshift<>+16(SB)/4, $0x00000010
-DATA iq1sshift<>+20(SB)/4, $0x00000013
-DATA iq1sshift<>+24(SB)/4, $0x00000016
-DATA iq1sshift<>+28(SB)/4, $0x00000019
-GLOBL iq1sshift<>(SB), RODATA|NOPTR, $32
+DATA grid_iq1m_delta<>+0(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+4(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+8(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+12(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+16(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+20(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+24(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+28(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+32(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+36(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+40(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+44(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+48(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+52(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+56(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+60(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+64(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+68(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+72(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+76(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+80(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+84(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+88(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+92(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+96(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+100(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+104(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+108(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+112(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+116(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+120(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+124(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+128(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+132(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+136(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+140(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+144(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+148(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+152(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+156(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+160(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+164(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+168(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+172(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+176(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+180(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+184(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+188(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+192(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+196(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+200(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+204(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+208(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+212(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+216(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+220(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+224(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+228(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+232(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+236(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+240(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+244(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+248(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+252(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+256(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+260(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+264(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+268(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+272(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+276(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+280(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+284(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+288(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+292(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+296(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+300(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+304(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+308(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+312(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+316(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+320(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+324(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+328(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+332(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+336(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+340(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+344(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+348(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+352(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+356(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+360(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+364(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+368(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+372(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+376(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+380(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+384(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+388(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+392(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+396(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+400(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+404(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+408(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+412(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+416(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+420(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+424(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+428(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+432(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+436(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+440(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+444(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+448(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+452(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+456(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+460(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+464(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+468(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+472(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+476(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+480(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+484(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+488(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+492(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+496(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+500(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+504(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+508(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+512(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+516(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+520(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+524(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+528(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+532(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+536(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+540(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+544(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+548(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+552(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+556(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+560(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+564(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+568(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+572(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+576(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+580(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+584(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+588(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+592(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+596(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+600(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+604(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+608(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+612(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+616(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+620(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+624(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+628(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+632(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+636(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+640(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+644(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+648(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+652(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+656(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+660(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+664(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+668(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+672(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+676(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+680(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+684(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+688(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+692(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+696(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+700(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+704(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+708(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+712(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+716(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+720(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+724(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+728(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+732(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+736(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+740(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+744(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+748(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+752(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+756(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+760(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+764(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+768(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+772(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+776(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+780(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+784(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+788(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+792(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+796(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+800(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+804(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+808(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+812(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+816(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+820(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+824(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+828(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+832(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+836(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+840(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+844(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+848(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+852(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+856(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+860(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+864(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+868(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+872(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+876(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+880(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+884(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+888(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+892(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+896(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+900(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+904(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+908(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+912(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+916(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+920(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+924(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+928(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+932(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+936(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+940(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+944(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+948(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+952(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+956(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+960(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+964(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+968(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+972(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+976(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+980(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+984(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+988(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+992(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+996(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+1000(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+1004(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+1008(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+1012(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+1016(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+1020(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+1024(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+1028(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+1032(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+1036(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+1040(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+1044(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+1048(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+1052(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+1056(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+1060(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+1064(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+1068(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+1072(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+1076(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1080(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+1084(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1088(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1092(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1096(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1100(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1104(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+1108(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1112(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+1116(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1120(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+1124(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1128(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+1132(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1136(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+1140(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1144(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+1148(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1152(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+1156(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1160(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+1164(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1168(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+1172(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1176(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+1180(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1184(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+1188(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1192(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+1196(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1200(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+1204(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1208(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+1212(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1216(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+1220(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1224(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+1228(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1232(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+1236(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1240(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+1244(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1248(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+1252(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+1256(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1260(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+1264(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+1268(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+1272(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+1276(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+1280(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+1284(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+1288(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+1292(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+1296(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+1300(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+1304(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+1308(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+1312(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+1316(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+1320(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+1324(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+1328(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+1332(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+1336(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+1340(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+1344(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+1348(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+1352(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+1356(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+1360(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+1364(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+1368(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+1372(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+1376(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+1380(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+1384(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+1388(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+1392(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+1396(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1400(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+1404(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1408(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+1412(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1416(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1420(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1424(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+1428(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1432(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+1436(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1440(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+1444(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1448(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+1452(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1456(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+1460(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1464(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+1468(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1472(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+1476(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1480(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+1484(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1488(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+1492(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1496(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+1500(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1504(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+1508(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1512(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+1516(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1520(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+1524(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1528(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+1532(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1536(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+1540(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1544(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+1548(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1552(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+1556(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1560(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+1564(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1568(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+1572(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1576(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+1580(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+1584(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1588(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1592(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1596(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1600(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+1604(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1608(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+1612(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1616(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+1620(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1624(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+1628(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1632(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+1636(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1640(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+1644(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1648(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+1652(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1656(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+1660(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1664(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+1668(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1672(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+1676(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1680(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+1684(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1688(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+1692(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1696(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+1700(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1704(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+1708(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1712(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+1716(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1720(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+1724(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1728(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+1732(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1736(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+1740(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1744(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+1748(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1752(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+1756(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1760(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+1764(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1768(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+1772(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1776(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+1780(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1784(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+1788(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1792(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+1796(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1800(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+1804(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1808(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+1812(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1816(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+1820(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1824(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+1828(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1832(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+1836(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1840(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+1844(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1848(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+1852(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1856(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+1860(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1864(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+1868(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1872(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+1876(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1880(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+1884(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1888(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+1892(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1896(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+1900(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1904(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+1908(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1912(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+1916(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1920(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+1924(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1928(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+1932(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1936(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+1940(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1944(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+1948(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1952(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+1956(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1960(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+1964(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+1968(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+1972(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+1976(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+1980(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+1984(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+1988(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+1992(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+1996(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+2000(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+2004(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+2008(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+2012(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+2016(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+2020(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+2024(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+2028(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+2032(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+2036(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+2040(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+2044(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+2048(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+2052(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+2056(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+2060(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+2064(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+2068(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+2072(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+2076(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+2080(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+2084(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+2088(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+2092(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+2096(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+2100(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+2104(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+2108(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2112(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+2116(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2120(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+2124(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2128(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2132(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2136(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2140(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2144(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+2148(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2152(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+2156(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2160(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+2164(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2168(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+2172(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2176(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+2180(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2184(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+2188(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2192(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+2196(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2200(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+2204(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2208(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+2212(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2216(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+2220(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2224(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+2228(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2232(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+2236(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2240(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+2244(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2248(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+2252(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2256(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+2260(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2264(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+2268(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2272(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+2276(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2280(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+2284(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2288(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+2292(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2296(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+2300(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2304(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+2308(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2312(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+2316(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2320(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+2324(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2328(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+2332(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2336(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+2340(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2344(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+2348(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2352(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+2356(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2360(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+2364(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2368(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+2372(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2376(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+2380(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2384(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+2388(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2392(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+2396(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2400(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+2404(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2408(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+2412(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2416(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2420(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2424(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2428(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2432(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+2436(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2440(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+2444(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2448(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+2452(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2456(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+2460(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2464(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+2468(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2472(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+2476(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2480(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+2484(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2488(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+2492(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2496(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+2500(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2504(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+2508(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2512(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+2516(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2520(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+2524(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2528(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+2532(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2536(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+2540(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2544(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+2548(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2552(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+2556(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2560(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+2564(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2568(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+2572(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2576(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+2580(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2584(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+2588(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2592(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+2596(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2600(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+2604(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2608(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+2612(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2616(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+2620(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2624(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+2628(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2632(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+2636(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2640(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+2644(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2648(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+2652(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2656(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+2660(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2664(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+2668(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2672(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+2676(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2680(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+2684(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2688(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+2692(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2696(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+2700(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2704(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+2708(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2712(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+2716(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2720(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+2724(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2728(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+2732(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2736(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+2740(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2744(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+2748(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2752(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+2756(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2760(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+2764(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2768(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+2772(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2776(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2780(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2784(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+2788(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2792(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+2796(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2800(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+2804(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2808(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+2812(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2816(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+2820(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2824(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+2828(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2832(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+2836(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2840(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+2844(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2848(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+2852(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2856(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+2860(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2864(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+2868(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2872(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+2876(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2880(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+2884(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2888(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+2892(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2896(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+2900(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2904(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+2908(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2912(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+2916(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2920(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+2924(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2928(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+2932(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2936(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+2940(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2944(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+2948(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2952(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+2956(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2960(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+2964(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2968(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+2972(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2976(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+2980(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2984(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+2988(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+2992(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+2996(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+3000(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+3004(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3008(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+3012(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3016(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+3020(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3024(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+3028(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3032(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+3036(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3040(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+3044(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3048(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+3052(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3056(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+3060(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3064(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+3068(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3072(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+3076(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3080(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+3084(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3088(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+3092(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3096(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+3100(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3104(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+3108(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3112(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+3116(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3120(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+3124(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3128(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+3132(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3136(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+3140(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3144(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+3148(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3152(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+3156(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+3160(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+3164(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3168(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+3172(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3176(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+3180(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3184(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+3188(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3192(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3196(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3200(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+3204(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3208(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+3212(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3216(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+3220(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3224(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+3228(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3232(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+3236(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3240(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+3244(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3248(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+3252(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3256(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+3260(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3264(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+3268(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3272(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+3276(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3280(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+3284(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3288(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+3292(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3296(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+3300(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3304(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+3308(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3312(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+3316(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3320(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+3324(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3328(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+3332(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3336(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+3340(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3344(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+3348(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3352(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+3356(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3360(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+3364(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3368(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+3372(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3376(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+3380(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+3384(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+3388(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+3392(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+3396(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+3400(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+3404(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+3408(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+3412(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+3416(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+3420(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+3424(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+3428(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+3432(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+3436(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+3440(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+3444(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+3448(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+3452(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+3456(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+3460(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+3464(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+3468(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+3472(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+3476(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+3480(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+3484(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+3488(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+3492(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+3496(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+3500(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+3504(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+3508(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+3512(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+3516(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+3520(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+3524(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3528(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+3532(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3536(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+3540(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3544(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+3548(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3552(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+3556(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3560(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3564(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3568(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+3572(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3576(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+3580(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3584(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+3588(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3592(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+3596(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3600(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+3604(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3608(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+3612(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3616(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+3620(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3624(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+3628(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3632(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+3636(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3640(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+3644(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3648(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+3652(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3656(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+3660(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3664(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+3668(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3672(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+3676(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3680(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+3684(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3688(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+3692(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3696(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+3700(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3704(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+3708(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3712(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+3716(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3720(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+3724(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3728(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+3732(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3736(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+3740(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3744(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+3748(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3752(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+3756(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3760(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+3764(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3768(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+3772(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3776(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+3780(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3784(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+3788(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3792(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+3796(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3800(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+3804(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3808(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+3812(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3816(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+3820(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3824(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+3828(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3832(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+3836(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3840(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+3844(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3848(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+3852(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3856(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+3860(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3864(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+3868(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3872(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+3876(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+3880(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+3884(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+3888(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+3892(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+3896(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+3900(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+3904(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+3908(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+3912(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+3916(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+3920(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+3924(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+3928(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+3932(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+3936(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+3940(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+3944(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+3948(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+3952(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+3956(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+3960(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+3964(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+3968(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+3972(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+3976(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+3980(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+3984(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+3988(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+3992(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+3996(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+4000(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+4004(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+4008(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+4012(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+4016(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+4020(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+4024(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+4028(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+4032(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+4036(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+4040(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+4044(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+4048(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+4052(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+4056(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+4060(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+4064(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+4068(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4072(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+4076(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4080(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+4084(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4088(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+4092(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4096(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4100(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4104(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+4108(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4112(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+4116(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4120(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+4124(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4128(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+4132(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4136(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+4140(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4144(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+4148(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4152(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+4156(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4160(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+4164(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4168(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+4172(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4176(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+4180(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4184(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+4188(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4192(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+4196(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4200(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+4204(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4208(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+4212(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4216(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+4220(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+4224(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+4228(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4232(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+4236(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4240(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+4244(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4248(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4252(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4256(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+4260(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4264(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+4268(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4272(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+4276(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4280(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+4284(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4288(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+4292(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4296(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+4300(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4304(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+4308(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4312(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+4316(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4320(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+4324(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4328(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+4332(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4336(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+4340(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4344(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+4348(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4352(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+4356(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4360(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+4364(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4368(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+4372(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4376(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+4380(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4384(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+4388(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4392(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+4396(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4400(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+4404(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4408(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+4412(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4416(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+4420(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+4424(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+4428(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+4432(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+4436(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+4440(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+4444(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+4448(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4452(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+4456(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+4460(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+4464(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+4468(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+4472(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+4476(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+4480(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+4484(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+4488(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+4492(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+4496(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+4500(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+4504(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+4508(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+4512(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+4516(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+4520(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+4524(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+4528(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+4532(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+4536(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+4540(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4544(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+4548(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4552(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+4556(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4560(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+4564(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4568(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+4572(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4576(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+4580(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4584(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+4588(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4592(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4596(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4600(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+4604(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4608(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+4612(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4616(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+4620(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4624(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+4628(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4632(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+4636(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4640(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+4644(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4648(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+4652(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4656(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+4660(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4664(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+4668(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4672(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+4676(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4680(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+4684(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4688(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+4692(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4696(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+4700(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4704(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+4708(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4712(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+4716(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4720(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+4724(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4728(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+4732(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4736(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+4740(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4744(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+4748(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4752(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+4756(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4760(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+4764(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4768(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+4772(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4776(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+4780(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4784(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+4788(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4792(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+4796(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4800(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+4804(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4808(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+4812(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4816(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+4820(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4824(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+4828(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4832(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+4836(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4840(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+4844(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4848(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+4852(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+4856(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+4860(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+4864(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+4868(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+4872(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+4876(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+4880(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+4884(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+4888(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+4892(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+4896(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+4900(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+4904(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+4908(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+4912(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+4916(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+4920(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+4924(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+4928(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+4932(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+4936(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+4940(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+4944(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+4948(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+4952(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+4956(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+4960(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+4964(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+4968(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+4972(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+4976(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+4980(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+4984(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+4988(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+4992(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+4996(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+5000(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+5004(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+5008(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+5012(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+5016(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+5020(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+5024(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+5028(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+5032(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+5036(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+5040(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+5044(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+5048(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+5052(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+5056(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+5060(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+5064(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+5068(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+5072(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+5076(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+5080(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+5084(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+5088(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+5092(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+5096(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+5100(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+5104(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+5108(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+5112(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+5116(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+5120(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+5124(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+5128(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+5132(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+5136(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+5140(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+5144(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+5148(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+5152(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+5156(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+5160(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+5164(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5168(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+5172(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5176(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+5180(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5184(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+5188(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5192(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+5196(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5200(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+5204(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5208(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+5212(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5216(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+5220(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5224(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+5228(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5232(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+5236(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5240(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+5244(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5248(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+5252(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5256(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+5260(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5264(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5268(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5272(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+5276(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5280(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+5284(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5288(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+5292(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5296(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+5300(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5304(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+5308(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5312(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+5316(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5320(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+5324(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5328(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+5332(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5336(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+5340(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5344(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+5348(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5352(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+5356(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5360(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+5364(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5368(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+5372(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5376(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+5380(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5384(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+5388(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5392(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+5396(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5400(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+5404(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5408(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+5412(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5416(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+5420(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5424(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+5428(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5432(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+5436(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+5440(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+5444(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+5448(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+5452(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+5456(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+5460(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+5464(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+5468(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+5472(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5476(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+5480(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+5484(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+5488(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+5492(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+5496(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+5500(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+5504(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+5508(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+5512(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+5516(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+5520(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+5524(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+5528(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+5532(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+5536(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+5540(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+5544(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+5548(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5552(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+5556(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5560(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+5564(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5568(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+5572(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5576(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5580(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5584(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+5588(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5592(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+5596(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5600(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+5604(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5608(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+5612(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5616(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+5620(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5624(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+5628(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5632(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+5636(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5640(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+5644(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5648(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+5652(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5656(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+5660(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5664(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+5668(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5672(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+5676(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5680(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+5684(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5688(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+5692(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5696(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+5700(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5704(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+5708(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5712(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+5716(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5720(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+5724(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5728(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+5732(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5736(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+5740(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5744(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+5748(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5752(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+5756(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5760(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+5764(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5768(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+5772(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5776(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+5780(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5784(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+5788(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5792(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+5796(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5800(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+5804(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5808(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+5812(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5816(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+5820(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5824(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+5828(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5832(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+5836(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5840(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+5844(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5848(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+5852(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5856(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5860(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5864(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+5868(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5872(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+5876(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5880(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+5884(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5888(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+5892(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5896(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+5900(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5904(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+5908(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5912(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+5916(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5920(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+5924(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5928(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+5932(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5936(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+5940(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5944(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+5948(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5952(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+5956(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5960(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+5964(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5968(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+5972(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5976(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+5980(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5984(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+5988(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+5992(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+5996(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+6000(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+6004(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+6008(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+6012(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+6016(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+6020(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+6024(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+6028(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+6032(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+6036(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+6040(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+6044(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+6048(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+6052(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+6056(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+6060(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+6064(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+6068(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+6072(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+6076(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+6080(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+6084(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6088(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+6092(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6096(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+6100(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6104(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+6108(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6112(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+6116(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6120(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+6124(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6128(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+6132(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6136(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+6140(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6144(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+6148(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6152(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+6156(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6160(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+6164(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6168(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+6172(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6176(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+6180(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6184(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6188(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6192(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+6196(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6200(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+6204(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6208(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+6212(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6216(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+6220(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6224(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+6228(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6232(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+6236(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6240(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+6244(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6248(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+6252(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6256(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+6260(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6264(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+6268(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6272(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+6276(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6280(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+6284(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6288(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+6292(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6296(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+6300(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6304(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+6308(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6312(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+6316(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6320(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+6324(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6328(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+6332(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6336(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+6340(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6344(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+6348(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6352(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+6356(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6360(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+6364(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6368(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+6372(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6376(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6380(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6384(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+6388(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6392(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+6396(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6400(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+6404(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6408(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+6412(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6416(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+6420(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6424(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+6428(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6432(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+6436(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6440(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+6444(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6448(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+6452(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6456(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+6460(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6464(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+6468(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6472(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+6476(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6480(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+6484(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6488(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+6492(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6496(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+6500(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6504(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+6508(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6512(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+6516(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6520(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+6524(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6528(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+6532(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6536(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+6540(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6544(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+6548(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6552(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+6556(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6560(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+6564(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6568(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+6572(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6576(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+6580(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6584(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+6588(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6592(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+6596(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6600(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+6604(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6608(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+6612(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6616(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+6620(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6624(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+6628(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6632(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+6636(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6640(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+6644(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6648(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+6652(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6656(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+6660(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6664(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+6668(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6672(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+6676(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6680(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+6684(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6688(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+6692(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6696(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+6700(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6704(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+6708(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6712(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+6716(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6720(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+6724(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6728(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+6732(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6736(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+6740(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6744(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+6748(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6752(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+6756(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6760(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+6764(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6768(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+6772(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+6776(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+6780(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+6784(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+6788(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+6792(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+6796(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+6800(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+6804(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+6808(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+6812(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+6816(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+6820(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+6824(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+6828(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+6832(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+6836(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+6840(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+6844(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+6848(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+6852(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+6856(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+6860(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+6864(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+6868(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+6872(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+6876(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+6880(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+6884(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+6888(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+6892(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+6896(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+6900(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+6904(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+6908(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+6912(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+6916(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+6920(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+6924(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+6928(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+6932(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+6936(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+6940(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+6944(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+6948(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+6952(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+6956(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+6960(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+6964(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+6968(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+6972(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+6976(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+6980(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+6984(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+6988(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+6992(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+6996(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+7000(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+7004(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+7008(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+7012(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+7016(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+7020(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+7024(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+7028(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+7032(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+7036(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+7040(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+7044(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+7048(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+7052(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+7056(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+7060(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+7064(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+7068(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+7072(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+7076(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+7080(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+7084(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+7088(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+7092(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7096(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+7100(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7104(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+7108(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7112(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+7116(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7120(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+7124(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7128(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+7132(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7136(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+7140(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7144(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+7148(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7152(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+7156(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7160(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+7164(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7168(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+7172(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7176(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+7180(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7184(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+7188(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7192(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+7196(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7200(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+7204(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7208(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+7212(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7216(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+7220(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7224(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+7228(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7232(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+7236(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7240(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+7244(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7248(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+7252(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7256(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7260(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7264(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7268(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7272(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7276(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7280(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+7284(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7288(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+7292(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7296(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+7300(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7304(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+7308(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7312(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+7316(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7320(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+7324(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7328(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+7332(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7336(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+7340(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7344(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+7348(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7352(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+7356(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7360(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+7364(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7368(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+7372(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7376(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+7380(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7384(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+7388(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7392(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+7396(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7400(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+7404(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7408(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+7412(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7416(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+7420(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7424(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+7428(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7432(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+7436(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7440(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+7444(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7448(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+7452(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7456(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+7460(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7464(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+7468(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7472(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+7476(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7480(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+7484(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7488(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+7492(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7496(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+7500(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7504(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+7508(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7512(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+7516(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7520(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7524(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7528(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7532(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7536(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+7540(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7544(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+7548(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7552(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+7556(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7560(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+7564(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7568(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+7572(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7576(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+7580(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7584(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+7588(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7592(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+7596(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7600(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+7604(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7608(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+7612(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7616(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+7620(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7624(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+7628(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+7632(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+7636(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7640(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+7644(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7648(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+7652(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7656(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+7660(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7664(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+7668(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7672(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+7676(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7680(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+7684(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7688(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+7692(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7696(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+7700(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7704(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+7708(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7712(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+7716(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7720(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+7724(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7728(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+7732(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7736(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+7740(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7744(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+7748(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7752(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+7756(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7760(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+7764(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7768(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+7772(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7776(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+7780(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7784(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+7788(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7792(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7796(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7800(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+7804(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7808(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+7812(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7816(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+7820(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7824(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+7828(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7832(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+7836(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7840(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+7844(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7848(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+7852(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7856(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+7860(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7864(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+7868(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7872(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+7876(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7880(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+7884(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7888(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+7892(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7896(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+7900(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7904(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+7908(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7912(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+7916(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7920(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+7924(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7928(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+7932(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7936(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+7940(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7944(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+7948(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7952(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+7956(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7960(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+7964(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7968(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+7972(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7976(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+7980(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+7984(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+7988(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+7992(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+7996(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8000(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+8004(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8008(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+8012(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8016(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+8020(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8024(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+8028(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8032(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+8036(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8040(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+8044(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8048(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+8052(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8056(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+8060(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8064(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+8068(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8072(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+8076(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8080(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+8084(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8088(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+8092(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8096(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+8100(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8104(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+8108(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8112(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+8116(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8120(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+8124(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8128(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+8132(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8136(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+8140(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8144(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+8148(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8152(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+8156(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8160(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+8164(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8168(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+8172(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8176(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+8180(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8184(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+8188(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8192(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+8196(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8200(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+8204(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8208(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+8212(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8216(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+8220(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8224(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+8228(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8232(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8236(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8240(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8244(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8248(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+8252(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8256(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+8260(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8264(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+8268(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8272(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+8276(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8280(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+8284(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8288(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+8292(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8296(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+8300(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8304(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+8308(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8312(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+8316(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8320(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+8324(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8328(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+8332(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8336(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+8340(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8344(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+8348(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8352(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+8356(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8360(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+8364(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8368(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+8372(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8376(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+8380(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8384(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+8388(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8392(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+8396(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8400(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+8404(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8408(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+8412(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8416(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+8420(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8424(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+8428(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8432(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+8436(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8440(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+8444(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8448(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+8452(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8456(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+8460(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8464(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+8468(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8472(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+8476(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8480(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+8484(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8488(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+8492(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8496(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+8500(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8504(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+8508(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8512(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+8516(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8520(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+8524(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8528(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+8532(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8536(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+8540(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8544(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+8548(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8552(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+8556(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8560(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+8564(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8568(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+8572(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8576(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+8580(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8584(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+8588(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8592(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+8596(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8600(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+8604(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8608(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+8612(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8616(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+8620(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8624(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+8628(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8632(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+8636(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8640(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+8644(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8648(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+8652(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8656(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+8660(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8664(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+8668(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8672(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+8676(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8680(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+8684(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8688(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+8692(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8696(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+8700(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8704(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+8708(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8712(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+8716(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8720(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8724(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8728(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+8732(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8736(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+8740(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8744(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+8748(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8752(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+8756(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8760(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+8764(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8768(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+8772(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8776(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+8780(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8784(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+8788(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8792(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+8796(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8800(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+8804(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8808(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+8812(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8816(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+8820(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8824(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+8828(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8832(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+8836(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8840(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+8844(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8848(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+8852(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8856(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+8860(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8864(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+8868(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8872(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+8876(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8880(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+8884(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8888(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+8892(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+8896(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+8900(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+8904(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+8908(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+8912(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+8916(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+8920(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+8924(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+8928(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+8932(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+8936(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+8940(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+8944(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+8948(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+8952(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+8956(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+8960(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+8964(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+8968(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+8972(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+8976(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+8980(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+8984(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+8988(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+8992(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+8996(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9000(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+9004(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9008(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+9012(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9016(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+9020(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9024(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9028(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9032(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9036(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9040(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+9044(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9048(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+9052(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9056(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+9060(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9064(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+9068(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9072(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+9076(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9080(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+9084(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9088(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+9092(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9096(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+9100(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9104(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+9108(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9112(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+9116(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9120(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+9124(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9128(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+9132(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9136(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+9140(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9144(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+9148(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9152(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+9156(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9160(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+9164(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9168(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+9172(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9176(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+9180(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9184(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+9188(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9192(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+9196(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9200(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+9204(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9208(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+9212(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9216(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+9220(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9224(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+9228(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9232(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+9236(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9240(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+9244(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9248(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+9252(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9256(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+9260(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9264(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+9268(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9272(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+9276(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9280(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+9284(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9288(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+9292(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9296(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+9300(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9304(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9308(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9312(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9316(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9320(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9324(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9328(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9332(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9336(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+9340(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9344(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+9348(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9352(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+9356(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9360(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+9364(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9368(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+9372(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9376(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+9380(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9384(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+9388(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9392(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+9396(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9400(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+9404(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9408(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+9412(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9416(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+9420(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9424(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+9428(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9432(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+9436(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9440(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+9444(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9448(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+9452(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9456(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+9460(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9464(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+9468(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9472(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+9476(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9480(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+9484(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9488(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+9492(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9496(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+9500(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9504(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+9508(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9512(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+9516(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9520(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+9524(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9528(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+9532(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9536(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+9540(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9544(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+9548(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9552(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+9556(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9560(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9564(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9568(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9572(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9576(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+9580(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9584(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+9588(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9592(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+9596(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9600(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+9604(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9608(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+9612(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9616(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+9620(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9624(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+9628(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9632(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+9636(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9640(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+9644(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9648(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+9652(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9656(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+9660(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9664(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+9668(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9672(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+9676(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+9680(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+9684(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+9688(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+9692(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+9696(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+9700(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+9704(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+9708(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+9712(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+9716(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+9720(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+9724(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+9728(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+9732(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+9736(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+9740(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+9744(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+9748(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+9752(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+9756(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+9760(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9764(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+9768(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+9772(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+9776(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+9780(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+9784(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+9788(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+9792(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+9796(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+9800(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+9804(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+9808(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+9812(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+9816(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+9820(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9824(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+9828(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9832(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+9836(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9840(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+9844(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9848(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+9852(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9856(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+9860(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9864(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+9868(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9872(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+9876(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9880(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+9884(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9888(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+9892(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9896(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+9900(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9904(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+9908(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9912(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+9916(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9920(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+9924(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9928(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+9932(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9936(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+9940(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9944(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+9948(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9952(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+9956(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9960(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+9964(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9968(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+9972(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9976(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+9980(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9984(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+9988(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+9992(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+9996(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+10000(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+10004(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+10008(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+10012(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+10016(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+10020(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+10024(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+10028(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+10032(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+10036(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+10040(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+10044(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+10048(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+10052(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+10056(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+10060(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+10064(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+10068(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+10072(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+10076(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+10080(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+10084(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+10088(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+10092(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+10096(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+10100(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+10104(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+10108(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+10112(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+10116(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+10120(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+10124(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+10128(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+10132(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+10136(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+10140(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10144(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+10148(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10152(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+10156(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10160(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+10164(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10168(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+10172(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10176(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+10180(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10184(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+10188(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10192(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+10196(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10200(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+10204(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10208(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+10212(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10216(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+10220(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10224(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+10228(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10232(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+10236(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10240(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+10244(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10248(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+10252(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10256(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+10260(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10264(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+10268(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10272(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+10276(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10280(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+10284(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10288(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+10292(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10296(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+10300(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10304(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10308(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10312(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+10316(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10320(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+10324(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10328(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+10332(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10336(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+10340(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10344(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+10348(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10352(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+10356(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10360(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+10364(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10368(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+10372(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10376(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+10380(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10384(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+10388(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10392(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+10396(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10400(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+10404(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10408(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+10412(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10416(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+10420(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10424(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+10428(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10432(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+10436(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10440(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+10444(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10448(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+10452(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10456(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+10460(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10464(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+10468(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10472(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+10476(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10480(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+10484(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10488(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+10492(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10496(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+10500(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10504(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+10508(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10512(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+10516(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10520(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+10524(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10528(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+10532(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10536(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+10540(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10544(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+10548(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10552(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+10556(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10560(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+10564(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10568(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10572(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10576(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10580(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10584(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+10588(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10592(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+10596(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10600(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+10604(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10608(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+10612(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10616(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+10620(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10624(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+10628(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10632(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+10636(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10640(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+10644(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10648(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+10652(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10656(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+10660(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10664(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+10668(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10672(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+10676(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10680(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+10684(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10688(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+10692(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10696(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+10700(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10704(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+10708(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10712(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+10716(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10720(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+10724(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10728(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+10732(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10736(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+10740(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10744(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+10748(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10752(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+10756(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10760(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+10764(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10768(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+10772(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10776(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+10780(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10784(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+10788(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10792(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+10796(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10800(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+10804(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10808(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+10812(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10816(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+10820(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10824(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+10828(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10832(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+10836(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10840(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+10844(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10848(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+10852(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10856(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+10860(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10864(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+10868(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10872(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+10876(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10880(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+10884(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10888(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+10892(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10896(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+10900(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10904(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+10908(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10912(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+10916(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10920(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+10924(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10928(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+10932(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10936(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+10940(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+10944(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+10948(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+10952(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+10956(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+10960(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+10964(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+10968(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+10972(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+10976(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+10980(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+10984(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+10988(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+10992(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+10996(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+11000(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+11004(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+11008(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11012(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+11016(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+11020(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+11024(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+11028(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+11032(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+11036(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+11040(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+11044(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+11048(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+11052(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11056(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+11060(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11064(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+11068(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11072(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+11076(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11080(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+11084(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11088(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+11092(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11096(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+11100(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11104(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+11108(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11112(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+11116(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11120(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+11124(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11128(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+11132(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11136(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+11140(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11144(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+11148(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11152(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+11156(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11160(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+11164(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11168(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+11172(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11176(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+11180(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11184(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+11188(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11192(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+11196(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11200(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+11204(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11208(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+11212(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11216(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11220(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11224(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+11228(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11232(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+11236(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11240(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+11244(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11248(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+11252(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11256(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+11260(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11264(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+11268(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11272(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+11276(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11280(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+11284(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+11288(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+11292(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+11296(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+11300(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+11304(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+11308(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+11312(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+11316(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+11320(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+11324(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+11328(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+11332(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+11336(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+11340(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+11344(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+11348(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+11352(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+11356(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+11360(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+11364(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+11368(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+11372(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+11376(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11380(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+11384(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+11388(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+11392(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+11396(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+11400(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+11404(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+11408(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+11412(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+11416(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+11420(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+11424(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+11428(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11432(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+11436(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11440(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+11444(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11448(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+11452(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11456(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+11460(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11464(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+11468(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11472(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+11476(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11480(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+11484(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11488(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+11492(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11496(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+11500(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11504(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+11508(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11512(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+11516(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11520(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+11524(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11528(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+11532(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11536(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+11540(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11544(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11548(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11552(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11556(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11560(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+11564(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11568(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+11572(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11576(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+11580(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11584(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+11588(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11592(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+11596(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11600(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+11604(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11608(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+11612(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11616(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+11620(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11624(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+11628(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11632(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+11636(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11640(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+11644(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11648(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+11652(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11656(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+11660(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11664(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+11668(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11672(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+11676(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11680(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+11684(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11688(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+11692(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11696(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+11700(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11704(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+11708(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11712(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+11716(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11720(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+11724(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11728(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+11732(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11736(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+11740(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11744(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+11748(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11752(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+11756(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11760(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+11764(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11768(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+11772(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11776(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+11780(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11784(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+11788(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11792(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+11796(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11800(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+11804(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+11808(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+11812(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11816(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+11820(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11824(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+11828(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11832(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+11836(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11840(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+11844(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11848(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+11852(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11856(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+11860(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11864(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+11868(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11872(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+11876(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11880(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+11884(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11888(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+11892(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11896(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+11900(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11904(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+11908(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11912(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+11916(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11920(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11924(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11928(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+11932(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11936(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+11940(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11944(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+11948(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11952(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+11956(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11960(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+11964(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11968(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+11972(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11976(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+11980(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+11984(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+11988(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+11992(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+11996(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+12000(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+12004(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+12008(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+12012(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+12016(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+12020(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+12024(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+12028(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+12032(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+12036(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+12040(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+12044(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+12048(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+12052(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+12056(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+12060(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+12064(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+12068(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+12072(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+12076(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+12080(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+12084(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12088(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+12092(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12096(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+12100(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12104(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+12108(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12112(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+12116(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12120(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+12124(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12128(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+12132(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12136(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+12140(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12144(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+12148(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12152(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+12156(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12160(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+12164(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12168(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+12172(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12176(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+12180(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12184(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+12188(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12192(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+12196(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12200(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+12204(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12208(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+12212(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12216(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+12220(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12224(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+12228(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12232(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+12236(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12240(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+12244(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12248(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+12252(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12256(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+12260(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12264(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12268(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12272(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12276(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12280(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+12284(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12288(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+12292(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12296(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+12300(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12304(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+12308(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12312(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+12316(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12320(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+12324(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12328(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+12332(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12336(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+12340(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12344(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+12348(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12352(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+12356(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12360(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+12364(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12368(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+12372(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12376(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+12380(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12384(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+12388(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12392(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+12396(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12400(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+12404(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12408(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+12412(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12416(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+12420(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12424(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+12428(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12432(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+12436(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12440(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12444(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12448(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+12452(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12456(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+12460(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12464(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+12468(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+12472(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+12476(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12480(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+12484(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12488(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+12492(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12496(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+12500(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12504(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+12508(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12512(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+12516(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12520(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+12524(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12528(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+12532(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12536(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+12540(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12544(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+12548(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12552(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+12556(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12560(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+12564(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12568(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+12572(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12576(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+12580(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12584(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+12588(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12592(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+12596(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12600(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+12604(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12608(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+12612(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12616(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12620(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12624(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12628(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12632(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+12636(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12640(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+12644(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12648(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+12652(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12656(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+12660(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12664(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+12668(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12672(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+12676(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12680(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+12684(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12688(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+12692(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12696(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+12700(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12704(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+12708(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12712(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+12716(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12720(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+12724(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12728(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+12732(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12736(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+12740(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12744(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+12748(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12752(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+12756(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12760(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+12764(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12768(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+12772(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12776(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+12780(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12784(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+12788(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12792(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+12796(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12800(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+12804(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12808(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+12812(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12816(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+12820(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12824(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+12828(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+12832(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+12836(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12840(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+12844(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12848(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+12852(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12856(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+12860(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12864(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+12868(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12872(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+12876(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12880(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+12884(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12888(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+12892(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12896(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+12900(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12904(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+12908(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12912(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+12916(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12920(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+12924(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12928(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+12932(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12936(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+12940(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12944(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+12948(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12952(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+12956(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12960(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12964(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12968(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+12972(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12976(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+12980(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12984(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+12988(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+12992(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+12996(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+13000(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+13004(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+13008(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+13012(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13016(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+13020(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13024(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+13028(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13032(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+13036(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13040(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+13044(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13048(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+13052(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13056(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+13060(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13064(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+13068(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13072(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+13076(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13080(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+13084(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13088(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+13092(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13096(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+13100(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13104(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+13108(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13112(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+13116(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13120(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+13124(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13128(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13132(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13136(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13140(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13144(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+13148(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13152(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+13156(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13160(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+13164(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+13168(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+13172(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13176(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+13180(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13184(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+13188(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13192(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+13196(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13200(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+13204(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13208(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+13212(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13216(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+13220(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13224(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+13228(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13232(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+13236(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13240(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+13244(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13248(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+13252(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13256(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+13260(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13264(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+13268(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13272(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+13276(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13280(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+13284(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13288(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+13292(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13296(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+13300(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13304(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+13308(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13312(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+13316(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13320(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+13324(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13328(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+13332(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13336(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+13340(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13344(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+13348(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13352(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+13356(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13360(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13364(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13368(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13372(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13376(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+13380(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13384(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+13388(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13392(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+13396(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13400(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+13404(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13408(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+13412(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+13416(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+13420(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13424(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+13428(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13432(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+13436(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13440(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+13444(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13448(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+13452(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13456(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+13460(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13464(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+13468(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13472(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+13476(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13480(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+13484(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13488(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+13492(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13496(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+13500(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13504(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+13508(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13512(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+13516(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13520(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+13524(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13528(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+13532(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13536(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13540(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13544(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+13548(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13552(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+13556(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13560(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+13564(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13568(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+13572(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13576(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+13580(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13584(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+13588(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13592(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+13596(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13600(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+13604(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13608(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+13612(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13616(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+13620(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13624(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+13628(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13632(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+13636(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13640(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+13644(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13648(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+13652(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13656(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+13660(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13664(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+13668(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13672(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+13676(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13680(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+13684(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13688(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+13692(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13696(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+13700(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13704(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+13708(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13712(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+13716(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13720(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+13724(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13728(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+13732(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13736(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13740(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13744(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13748(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13752(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+13756(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13760(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+13764(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13768(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+13772(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+13776(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+13780(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13784(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+13788(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13792(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+13796(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13800(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+13804(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13808(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+13812(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13816(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+13820(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13824(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+13828(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13832(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+13836(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13840(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+13844(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13848(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+13852(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13856(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+13860(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13864(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+13868(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13872(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+13876(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13880(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+13884(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13888(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+13892(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13896(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+13900(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13904(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+13908(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13912(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+13916(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13920(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+13924(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13928(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+13932(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13936(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+13940(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13944(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+13948(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13952(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+13956(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13960(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+13964(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13968(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+13972(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13976(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+13980(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13984(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+13988(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+13992(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+13996(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14000(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+14004(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14008(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+14012(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14016(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+14020(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14024(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+14028(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14032(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+14036(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14040(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+14044(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14048(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+14052(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14056(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+14060(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14064(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+14068(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14072(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+14076(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14080(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+14084(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14088(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14092(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14096(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14100(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14104(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14108(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14112(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+14116(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14120(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+14124(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14128(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+14132(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14136(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+14140(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14144(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+14148(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14152(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+14156(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14160(SB)/4, $0x0202020a
+DATA grid_iq1m_delta<>+14164(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14168(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+14172(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14176(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+14180(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14184(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+14188(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14192(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+14196(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14200(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+14204(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14208(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+14212(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14216(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+14220(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14224(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+14228(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14232(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+14236(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14240(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+14244(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14248(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+14252(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14256(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+14260(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14264(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+14268(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14272(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+14276(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14280(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+14284(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14288(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+14292(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14296(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+14300(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14304(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+14308(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14312(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+14316(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14320(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+14324(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14328(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+14332(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14336(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+14340(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14344(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+14348(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14352(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14356(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14360(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+14364(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14368(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+14372(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14376(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+14380(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14384(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+14388(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+14392(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+14396(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+14400(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+14404(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+14408(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+14412(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+14416(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+14420(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+14424(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+14428(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+14432(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+14436(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+14440(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+14444(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+14448(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+14452(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+14456(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+14460(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+14464(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+14468(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+14472(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+14476(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+14480(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+14484(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+14488(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+14492(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+14496(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+14500(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+14504(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14508(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+14512(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14516(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+14520(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+14524(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+14528(SB)/4, $0x02020a02
+DATA grid_iq1m_delta<>+14532(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14536(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+14540(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14544(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+14548(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14552(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+14556(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14560(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+14564(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14568(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+14572(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14576(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+14580(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14584(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+14588(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14592(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+14596(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14600(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+14604(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14608(SB)/4, $0x02120a02
+DATA grid_iq1m_delta<>+14612(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14616(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+14620(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14624(SB)/4, $0x0a020202
+DATA grid_iq1m_delta<>+14628(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14632(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+14636(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14640(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+14644(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14648(SB)/4, $0x0a021202
+DATA grid_iq1m_delta<>+14652(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14656(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+14660(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14664(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+14668(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14672(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+14676(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14680(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+14684(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14688(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+14692(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14696(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+14700(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14704(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+14708(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14712(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+14716(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14720(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+14724(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14728(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+14732(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14736(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+14740(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14744(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+14748(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14752(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+14756(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14760(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+14764(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14768(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14772(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14776(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+14780(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14784(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+14788(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14792(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+14796(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+14800(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+14804(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+14808(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+14812(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+14816(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+14820(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+14824(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+14828(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+14832(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+14836(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+14840(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+14844(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+14848(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+14852(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+14856(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+14860(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+14864(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+14868(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+14872(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+14876(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+14880(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+14884(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+14888(SB)/4, $0x120a020a
+DATA grid_iq1m_delta<>+14892(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+14896(SB)/4, $0x120a0a02
+DATA grid_iq1m_delta<>+14900(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+14904(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+14908(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+14912(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+14916(SB)/4, $0x120a1212
+DATA grid_iq1m_delta<>+14920(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+14924(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+14928(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+14932(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+14936(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+14940(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+14944(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+14948(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+14952(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+14956(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+14960(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+14964(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+14968(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+14972(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+14976(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+14980(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+14984(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+14988(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+14992(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+14996(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+15000(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+15004(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+15008(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+15012(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+15016(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+15020(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+15024(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+15028(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+15032(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+15036(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+15040(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+15044(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+15048(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+15052(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+15056(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+15060(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+15064(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+15068(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+15072(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+15076(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+15080(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15084(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+15088(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+15092(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+15096(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+15100(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+15104(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+15108(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15112(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+15116(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15120(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+15124(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15128(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+15132(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15136(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+15140(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15144(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+15148(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15152(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+15156(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15160(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+15164(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15168(SB)/4, $0x0a02120a
+DATA grid_iq1m_delta<>+15172(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15176(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+15180(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15184(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+15188(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15192(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+15196(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15200(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+15204(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15208(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+15212(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15216(SB)/4, $0x0a120a02
+DATA grid_iq1m_delta<>+15220(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15224(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+15228(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15232(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+15236(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15240(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+15244(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15248(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+15252(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15256(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+15260(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15264(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+15268(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15272(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+15276(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15280(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+15284(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15288(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+15292(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15296(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+15300(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15304(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+15308(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15312(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+15316(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15320(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+15324(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15328(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+15332(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15336(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+15340(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15344(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+15348(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15352(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+15356(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15360(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+15364(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15368(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+15372(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15376(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+15380(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15384(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+15388(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15392(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+15396(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15400(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+15404(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15408(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+15412(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15416(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15420(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15424(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+15428(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15432(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+15436(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+15440(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+15444(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+15448(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+15452(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+15456(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+15460(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+15464(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+15468(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+15472(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+15476(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+15480(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+15484(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+15488(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+15492(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+15496(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+15500(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+15504(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+15508(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+15512(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+15516(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+15520(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+15524(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+15528(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+15532(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+15536(SB)/4, $0x0a121202
+DATA grid_iq1m_delta<>+15540(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+15544(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+15548(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+15552(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+15556(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+15560(SB)/4, $0x02020a12
+DATA grid_iq1m_delta<>+15564(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15568(SB)/4, $0x0202120a
+DATA grid_iq1m_delta<>+15572(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15576(SB)/4, $0x020a0202
+DATA grid_iq1m_delta<>+15580(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15584(SB)/4, $0x020a0212
+DATA grid_iq1m_delta<>+15588(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15592(SB)/4, $0x020a0a0a
+DATA grid_iq1m_delta<>+15596(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15600(SB)/4, $0x020a1202
+DATA grid_iq1m_delta<>+15604(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15608(SB)/4, $0x02120a12
+DATA grid_iq1m_delta<>+15612(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15616(SB)/4, $0x0212120a
+DATA grid_iq1m_delta<>+15620(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15624(SB)/4, $0x0a020212
+DATA grid_iq1m_delta<>+15628(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15632(SB)/4, $0x0a020a0a
+DATA grid_iq1m_delta<>+15636(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15640(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+15644(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15648(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+15652(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15656(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+15660(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15664(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+15668(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15672(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+15676(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15680(SB)/4, $0x0a120a0a
+DATA grid_iq1m_delta<>+15684(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15688(SB)/4, $0x0a121212
+DATA grid_iq1m_delta<>+15692(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15696(SB)/4, $0x1202020a
+DATA grid_iq1m_delta<>+15700(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15704(SB)/4, $0x12020a02
+DATA grid_iq1m_delta<>+15708(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15712(SB)/4, $0x12020a0a
+DATA grid_iq1m_delta<>+15716(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15720(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+15724(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15728(SB)/4, $0x1202120a
+DATA grid_iq1m_delta<>+15732(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15736(SB)/4, $0x120a0212
+DATA grid_iq1m_delta<>+15740(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15744(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+15748(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15752(SB)/4, $0x120a1202
+DATA grid_iq1m_delta<>+15756(SB)/4, $0x12120a0a
+DATA grid_iq1m_delta<>+15760(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+15764(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15768(SB)/4, $0x020a020a
+DATA grid_iq1m_delta<>+15772(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15776(SB)/4, $0x020a0a12
+DATA grid_iq1m_delta<>+15780(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15784(SB)/4, $0x020a1212
+DATA grid_iq1m_delta<>+15788(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15792(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+15796(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15800(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+15804(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15808(SB)/4, $0x0a020a02
+DATA grid_iq1m_delta<>+15812(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15816(SB)/4, $0x0a020a12
+DATA grid_iq1m_delta<>+15820(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15824(SB)/4, $0x0a021212
+DATA grid_iq1m_delta<>+15828(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15832(SB)/4, $0x0a0a0212
+DATA grid_iq1m_delta<>+15836(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15840(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+15844(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15848(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+15852(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15856(SB)/4, $0x0a0a1202
+DATA grid_iq1m_delta<>+15860(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15864(SB)/4, $0x0a120202
+DATA grid_iq1m_delta<>+15868(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15872(SB)/4, $0x0a120212
+DATA grid_iq1m_delta<>+15876(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15880(SB)/4, $0x12020a12
+DATA grid_iq1m_delta<>+15884(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15888(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+15892(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15896(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+15900(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15904(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+15908(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15912(SB)/4, $0x120a120a
+DATA grid_iq1m_delta<>+15916(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15920(SB)/4, $0x1212020a
+DATA grid_iq1m_delta<>+15924(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15928(SB)/4, $0x12120a02
+DATA grid_iq1m_delta<>+15932(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15936(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15940(SB)/4, $0x12120a12
+DATA grid_iq1m_delta<>+15944(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+15948(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+15952(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+15956(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+15960(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+15964(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+15968(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+15972(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+15976(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+15980(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+15984(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+15988(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+15992(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+15996(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+16000(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+16004(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+16008(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+16012(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+16016(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+16020(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+16024(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+16028(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+16032(SB)/4, $0x0a0a120a
+DATA grid_iq1m_delta<>+16036(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+16040(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+16044(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+16048(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+16052(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+16056(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+16060(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+16064(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+16068(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+16072(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+16076(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+16080(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+16084(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+16088(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+16092(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+16096(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+16100(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+16104(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16108(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+16112(SB)/4, $0x02020a0a
+DATA grid_iq1m_delta<>+16116(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+16120(SB)/4, $0x020a0a02
+DATA grid_iq1m_delta<>+16124(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+16128(SB)/4, $0x020a120a
+DATA grid_iq1m_delta<>+16132(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+16136(SB)/4, $0x0212020a
+DATA grid_iq1m_delta<>+16140(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+16144(SB)/4, $0x02120a0a
+DATA grid_iq1m_delta<>+16148(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+16152(SB)/4, $0x0a02020a
+DATA grid_iq1m_delta<>+16156(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+16160(SB)/4, $0x0a0a0202
+DATA grid_iq1m_delta<>+16164(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+16168(SB)/4, $0x0a0a0a0a
+DATA grid_iq1m_delta<>+16172(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+16176(SB)/4, $0x0a0a1212
+DATA grid_iq1m_delta<>+16180(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+16184(SB)/4, $0x0a12020a
+DATA grid_iq1m_delta<>+16188(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+16192(SB)/4, $0x0a120a12
+DATA grid_iq1m_delta<>+16196(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+16200(SB)/4, $0x0a12120a
+DATA grid_iq1m_delta<>+16204(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+16208(SB)/4, $0x120a0202
+DATA grid_iq1m_delta<>+16212(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+16216(SB)/4, $0x120a0a12
+DATA grid_iq1m_delta<>+16220(SB)/4, $0x1212120a
+DATA grid_iq1m_delta<>+16224(SB)/4, $0x02020202
+DATA grid_iq1m_delta<>+16228(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16232(SB)/4, $0x02020212
+DATA grid_iq1m_delta<>+16236(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16240(SB)/4, $0x02021202
+DATA grid_iq1m_delta<>+16244(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16248(SB)/4, $0x02021212
+DATA grid_iq1m_delta<>+16252(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16256(SB)/4, $0x02120202
+DATA grid_iq1m_delta<>+16260(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16264(SB)/4, $0x02120212
+DATA grid_iq1m_delta<>+16268(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16272(SB)/4, $0x02121202
+DATA grid_iq1m_delta<>+16276(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16280(SB)/4, $0x02121212
+DATA grid_iq1m_delta<>+16284(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16288(SB)/4, $0x0a0a020a
+DATA grid_iq1m_delta<>+16292(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16296(SB)/4, $0x0a0a0a02
+DATA grid_iq1m_delta<>+16300(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16304(SB)/4, $0x0a0a0a12
+DATA grid_iq1m_delta<>+16308(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16312(SB)/4, $0x12020202
+DATA grid_iq1m_delta<>+16316(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16320(SB)/4, $0x12020212
+DATA grid_iq1m_delta<>+16324(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16328(SB)/4, $0x12021202
+DATA grid_iq1m_delta<>+16332(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16336(SB)/4, $0x12021212
+DATA grid_iq1m_delta<>+16340(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16344(SB)/4, $0x120a0a0a
+DATA grid_iq1m_delta<>+16348(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16352(SB)/4, $0x12120202
+DATA grid_iq1m_delta<>+16356(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16360(SB)/4, $0x12120212
+DATA grid_iq1m_delta<>+16364(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16368(SB)/4, $0x12121202
+DATA grid_iq1m_delta<>+16372(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16376(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16380(SB)/4, $0x12121212
+DATA grid_iq1m_delta<>+16384(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16388(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16392(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16396(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16400(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+16404(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16408(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+16412(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16416(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+16420(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16424(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+16428(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16432(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+16436(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16440(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+16444(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16448(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+16452(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16456(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+16460(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16464(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+16468(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16472(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+16476(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16480(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+16484(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16488(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+16492(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16496(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+16500(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16504(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+16508(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16512(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+16516(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16520(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+16524(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16528(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+16532(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16536(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+16540(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16544(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+16548(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16552(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+16556(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16560(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+16564(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16568(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+16572(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16576(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+16580(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16584(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+16588(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16592(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+16596(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16600(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+16604(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16608(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+16612(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16616(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+16620(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16624(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+16628(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16632(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+16636(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16640(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+16644(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16648(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+16652(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16656(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+16660(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16664(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+16668(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16672(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+16676(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16680(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+16684(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16688(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+16692(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16696(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+16700(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16704(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+16708(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16712(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+16716(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16720(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+16724(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16728(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+16732(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16736(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+16740(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16744(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+16748(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16752(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+16756(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16760(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+16764(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+16768(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+16772(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16776(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16780(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16784(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+16788(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16792(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+16796(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16800(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+16804(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16808(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+16812(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16816(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+16820(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16824(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+16828(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16832(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+16836(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16840(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+16844(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16848(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+16852(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16856(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+16860(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16864(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+16868(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16872(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+16876(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16880(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+16884(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16888(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+16892(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16896(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+16900(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16904(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+16908(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16912(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+16916(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16920(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+16924(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16928(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+16932(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16936(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+16940(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16944(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+16948(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16952(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+16956(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16960(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+16964(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+16968(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+16972(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+16976(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+16980(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+16984(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+16988(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+16992(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+16996(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+17000(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+17004(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+17008(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+17012(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+17016(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+17020(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+17024(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+17028(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+17032(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+17036(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+17040(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+17044(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+17048(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+17052(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+17056(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+17060(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+17064(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+17068(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+17072(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+17076(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17080(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+17084(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17088(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17092(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17096(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+17100(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17104(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+17108(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17112(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+17116(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17120(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+17124(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17128(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+17132(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17136(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+17140(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17144(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+17148(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17152(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+17156(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17160(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+17164(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17168(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+17172(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17176(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+17180(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17184(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+17188(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17192(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+17196(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17200(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+17204(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17208(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+17212(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17216(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+17220(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17224(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+17228(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17232(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+17236(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17240(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+17244(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17248(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+17252(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17256(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+17260(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17264(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+17268(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17272(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+17276(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17280(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+17284(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17288(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+17292(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17296(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+17300(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17304(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+17308(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17312(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+17316(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17320(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+17324(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17328(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+17332(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+17336(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+17340(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+17344(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+17348(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+17352(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+17356(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+17360(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+17364(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+17368(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+17372(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+17376(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+17380(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+17384(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+17388(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+17392(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+17396(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+17400(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+17404(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+17408(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+17412(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+17416(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+17420(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+17424(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+17428(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+17432(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+17436(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+17440(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+17444(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+17448(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+17452(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+17456(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+17460(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17464(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+17468(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17472(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17476(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17480(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17484(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17488(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+17492(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17496(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+17500(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17504(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+17508(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17512(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+17516(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17520(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+17524(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17528(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+17532(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17536(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+17540(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17544(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+17548(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17552(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+17556(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17560(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+17564(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17568(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+17572(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17576(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+17580(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17584(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+17588(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17592(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+17596(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17600(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+17604(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17608(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+17612(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17616(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+17620(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17624(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+17628(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17632(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+17636(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+17640(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+17644(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+17648(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+17652(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+17656(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+17660(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+17664(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+17668(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+17672(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+17676(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+17680(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+17684(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+17688(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+17692(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+17696(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+17700(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+17704(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+17708(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+17712(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+17716(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+17720(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+17724(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+17728(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+17732(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+17736(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+17740(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+17744(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+17748(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+17752(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+17756(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+17760(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+17764(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+17768(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+17772(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+17776(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+17780(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17784(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+17788(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17792(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+17796(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17800(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17804(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17808(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+17812(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17816(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+17820(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17824(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+17828(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17832(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+17836(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17840(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+17844(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17848(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+17852(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17856(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+17860(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17864(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+17868(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17872(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+17876(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17880(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+17884(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17888(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+17892(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17896(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+17900(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17904(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+17908(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17912(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+17916(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17920(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+17924(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17928(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+17932(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17936(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+17940(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17944(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+17948(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17952(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+17956(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17960(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+17964(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+17968(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+17972(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+17976(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+17980(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+17984(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+17988(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+17992(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+17996(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+18000(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+18004(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+18008(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+18012(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+18016(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+18020(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+18024(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+18028(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+18032(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+18036(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+18040(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+18044(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+18048(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+18052(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+18056(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+18060(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+18064(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+18068(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+18072(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+18076(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+18080(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+18084(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+18088(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+18092(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+18096(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+18100(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+18104(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+18108(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+18112(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+18116(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+18120(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+18124(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+18128(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+18132(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18136(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+18140(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18144(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+18148(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18152(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+18156(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18160(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+18164(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18168(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+18172(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18176(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18180(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18184(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+18188(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18192(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+18196(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18200(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+18204(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18208(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+18212(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18216(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+18220(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18224(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+18228(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18232(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+18236(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18240(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+18244(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18248(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+18252(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18256(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+18260(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18264(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+18268(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18272(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+18276(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18280(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+18284(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18288(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+18292(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18296(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+18300(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18304(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+18308(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18312(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+18316(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18320(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+18324(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18328(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+18332(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18336(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+18340(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18344(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18348(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+18352(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18356(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+18360(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+18364(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+18368(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+18372(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+18376(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+18380(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+18384(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+18388(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+18392(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+18396(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+18400(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+18404(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+18408(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+18412(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+18416(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+18420(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+18424(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+18428(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+18432(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+18436(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+18440(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+18444(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+18448(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+18452(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+18456(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+18460(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+18464(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+18468(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+18472(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+18476(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+18480(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+18484(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+18488(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+18492(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18496(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+18500(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18504(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+18508(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18512(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18516(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18520(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18524(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18528(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+18532(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18536(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+18540(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18544(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+18548(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18552(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+18556(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18560(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+18564(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18568(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+18572(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18576(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+18580(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18584(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+18588(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18592(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+18596(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18600(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+18604(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18608(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+18612(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18616(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+18620(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18624(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+18628(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18632(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+18636(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18640(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+18644(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18648(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+18652(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18656(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+18660(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18664(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+18668(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18672(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+18676(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18680(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+18684(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18688(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+18692(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18696(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+18700(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18704(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+18708(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18712(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+18716(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18720(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+18724(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18728(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+18732(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18736(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+18740(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18744(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+18748(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18752(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+18756(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18760(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+18764(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18768(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+18772(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18776(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+18780(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18784(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+18788(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18792(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+18796(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18800(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18804(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18808(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+18812(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18816(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+18820(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18824(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+18828(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18832(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+18836(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18840(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+18844(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18848(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+18852(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18856(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+18860(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18864(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+18868(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18872(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+18876(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18880(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+18884(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18888(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+18892(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18896(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+18900(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18904(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+18908(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18912(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+18916(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18920(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+18924(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18928(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+18932(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18936(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+18940(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18944(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+18948(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18952(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+18956(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18960(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+18964(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18968(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+18972(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18976(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+18980(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18984(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+18988(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+18992(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+18996(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+19000(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+19004(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+19008(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+19012(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+19016(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+19020(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+19024(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+19028(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+19032(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+19036(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+19040(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+19044(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+19048(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+19052(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+19056(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+19060(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+19064(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+19068(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+19072(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+19076(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+19080(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+19084(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+19088(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+19092(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+19096(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+19100(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+19104(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+19108(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+19112(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+19116(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+19120(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+19124(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19128(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+19132(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19136(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+19140(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19144(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+19148(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19152(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+19156(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19160(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19164(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19168(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19172(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19176(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19180(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19184(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+19188(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19192(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+19196(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19200(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+19204(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19208(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+19212(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19216(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+19220(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19224(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+19228(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19232(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+19236(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19240(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+19244(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19248(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+19252(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19256(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+19260(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19264(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+19268(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19272(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+19276(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19280(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+19284(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19288(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+19292(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19296(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+19300(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19304(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+19308(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19312(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+19316(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19320(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+19324(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19328(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+19332(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19336(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+19340(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19344(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+19348(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19352(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+19356(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19360(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+19364(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19368(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+19372(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19376(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+19380(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19384(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+19388(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19392(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19396(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19400(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+19404(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19408(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+19412(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19416(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+19420(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19424(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+19428(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19432(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+19436(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19440(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+19444(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19448(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+19452(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19456(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+19460(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19464(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+19468(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19472(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+19476(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19480(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+19484(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19488(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+19492(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19496(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+19500(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19504(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+19508(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19512(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+19516(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19520(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+19524(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19528(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+19532(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19536(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+19540(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+19544(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+19548(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19552(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+19556(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19560(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+19564(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19568(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19572(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19576(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+19580(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19584(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+19588(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19592(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+19596(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19600(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+19604(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19608(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+19612(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19616(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+19620(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19624(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+19628(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19632(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+19636(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19640(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+19644(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19648(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+19652(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19656(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+19660(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19664(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+19668(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19672(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+19676(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19680(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+19684(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19688(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+19692(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19696(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+19700(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19704(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+19708(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19712(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+19716(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19720(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+19724(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19728(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+19732(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19736(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+19740(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19744(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+19748(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19752(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+19756(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+19760(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+19764(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19768(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+19772(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19776(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+19780(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19784(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+19788(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19792(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+19796(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19800(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+19804(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19808(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+19812(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19816(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+19820(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19824(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+19828(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19832(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+19836(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19840(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+19844(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19848(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+19852(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19856(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+19860(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19864(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+19868(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19872(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+19876(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19880(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+19884(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19888(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+19892(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19896(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+19900(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+19904(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+19908(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+19912(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+19916(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+19920(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+19924(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+19928(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+19932(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+19936(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+19940(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+19944(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+19948(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+19952(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+19956(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+19960(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+19964(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+19968(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+19972(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+19976(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+19980(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+19984(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+19988(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+19992(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+19996(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+20000(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+20004(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+20008(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+20012(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+20016(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+20020(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+20024(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+20028(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+20032(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+20036(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+20040(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+20044(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+20048(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+20052(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+20056(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+20060(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+20064(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+20068(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+20072(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+20076(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+20080(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+20084(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+20088(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+20092(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+20096(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+20100(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+20104(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+20108(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20112(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+20116(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20120(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+20124(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20128(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+20132(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20136(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20140(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20144(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+20148(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20152(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+20156(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20160(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+20164(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20168(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+20172(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20176(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+20180(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20184(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+20188(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20192(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+20196(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20200(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+20204(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20208(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+20212(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20216(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+20220(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20224(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+20228(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20232(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+20236(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20240(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+20244(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20248(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+20252(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20256(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+20260(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20264(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+20268(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20272(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+20276(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20280(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+20284(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20288(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+20292(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20296(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+20300(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20304(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+20308(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20312(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20316(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20320(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+20324(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20328(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+20332(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20336(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+20340(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20344(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+20348(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20352(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+20356(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20360(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+20364(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20368(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+20372(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20376(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+20380(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20384(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+20388(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20392(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+20396(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20400(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+20404(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20408(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+20412(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20416(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+20420(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20424(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+20428(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20432(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+20436(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20440(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+20444(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20448(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+20452(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20456(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+20460(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20464(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+20468(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20472(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+20476(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20480(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20484(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20488(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+20492(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20496(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+20500(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20504(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+20508(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20512(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+20516(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20520(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+20524(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20528(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+20532(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20536(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+20540(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20544(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+20548(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20552(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+20556(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20560(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+20564(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20568(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+20572(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20576(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+20580(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20584(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+20588(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20592(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+20596(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20600(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+20604(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+20608(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+20612(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20616(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+20620(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20624(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+20628(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20632(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+20636(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20640(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+20644(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20648(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+20652(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20656(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+20660(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20664(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+20668(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20672(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+20676(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20680(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+20684(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20688(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+20692(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20696(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+20700(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20704(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+20708(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20712(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+20716(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20720(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+20724(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20728(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+20732(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20736(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+20740(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20744(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+20748(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20752(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+20756(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20760(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+20764(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20768(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+20772(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20776(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+20780(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20784(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+20788(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20792(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+20796(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20800(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+20804(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+20808(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+20812(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+20816(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+20820(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+20824(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+20828(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+20832(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+20836(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+20840(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+20844(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+20848(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+20852(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+20856(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+20860(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+20864(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+20868(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+20872(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+20876(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+20880(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+20884(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+20888(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+20892(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+20896(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+20900(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+20904(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+20908(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+20912(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+20916(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+20920(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+20924(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+20928(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+20932(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+20936(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+20940(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+20944(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+20948(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+20952(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+20956(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+20960(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+20964(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+20968(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+20972(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+20976(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+20980(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+20984(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+20988(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+20992(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+20996(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+21000(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+21004(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+21008(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+21012(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+21016(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+21020(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+21024(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+21028(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+21032(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+21036(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+21040(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+21044(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+21048(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+21052(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+21056(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+21060(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+21064(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+21068(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+21072(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+21076(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+21080(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+21084(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+21088(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+21092(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21096(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+21100(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21104(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+21108(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21112(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+21116(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21120(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+21124(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21128(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+21132(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21136(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+21140(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21144(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+21148(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21152(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+21156(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21160(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+21164(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21168(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+21172(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21176(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+21180(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21184(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+21188(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21192(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+21196(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21200(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+21204(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21208(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+21212(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21216(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+21220(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21224(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+21228(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21232(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+21236(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21240(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+21244(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21248(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+21252(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21256(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+21260(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21264(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+21268(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21272(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+21276(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21280(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+21284(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21288(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+21292(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21296(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21300(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21304(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+21308(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21312(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+21316(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21320(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+21324(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21328(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+21332(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21336(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+21340(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21344(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+21348(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21352(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+21356(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21360(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+21364(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21368(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+21372(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21376(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+21380(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21384(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+21388(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21392(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+21396(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21400(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+21404(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21408(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+21412(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+21416(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+21420(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+21424(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+21428(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+21432(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+21436(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+21440(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+21444(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+21448(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+21452(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+21456(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+21460(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+21464(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+21468(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+21472(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+21476(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+21480(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+21484(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+21488(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+21492(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+21496(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+21500(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+21504(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+21508(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+21512(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+21516(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+21520(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+21524(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+21528(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+21532(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+21536(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+21540(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+21544(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+21548(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21552(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+21556(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21560(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+21564(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21568(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+21572(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21576(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+21580(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21584(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+21588(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21592(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+21596(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21600(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+21604(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21608(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+21612(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21616(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+21620(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21624(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+21628(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21632(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+21636(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21640(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21644(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21648(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+21652(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21656(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+21660(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21664(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+21668(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21672(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+21676(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21680(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+21684(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21688(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+21692(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21696(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+21700(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21704(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+21708(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21712(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+21716(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21720(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+21724(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21728(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+21732(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21736(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+21740(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21744(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+21748(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21752(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+21756(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21760(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+21764(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21768(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+21772(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21776(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+21780(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21784(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+21788(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21792(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+21796(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21800(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+21804(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21808(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+21812(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21816(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+21820(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+21824(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+21828(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+21832(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+21836(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+21840(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+21844(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+21848(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+21852(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+21856(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+21860(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+21864(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+21868(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+21872(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+21876(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+21880(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+21884(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+21888(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+21892(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+21896(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+21900(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+21904(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+21908(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+21912(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+21916(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+21920(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+21924(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+21928(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+21932(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+21936(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+21940(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+21944(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+21948(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+21952(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+21956(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+21960(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+21964(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+21968(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+21972(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+21976(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+21980(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+21984(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+21988(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+21992(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+21996(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+22000(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+22004(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+22008(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+22012(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+22016(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+22020(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+22024(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+22028(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+22032(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+22036(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+22040(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+22044(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+22048(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+22052(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+22056(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+22060(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+22064(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+22068(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+22072(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+22076(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+22080(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+22084(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+22088(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+22092(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+22096(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+22100(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+22104(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+22108(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+22112(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+22116(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+22120(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+22124(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+22128(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+22132(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22136(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+22140(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22144(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+22148(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22152(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+22156(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22160(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+22164(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22168(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+22172(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22176(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+22180(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22184(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+22188(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22192(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+22196(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22200(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+22204(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22208(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+22212(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22216(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+22220(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22224(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+22228(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22232(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+22236(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22240(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22244(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22248(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22252(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22256(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+22260(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22264(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+22268(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22272(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+22276(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22280(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+22284(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22288(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+22292(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22296(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+22300(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22304(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+22308(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22312(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+22316(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22320(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+22324(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22328(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+22332(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22336(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+22340(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22344(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+22348(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22352(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+22356(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22360(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+22364(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22368(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+22372(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22376(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+22380(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22384(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+22388(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22392(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+22396(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22400(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+22404(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22408(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+22412(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22416(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+22420(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22424(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+22428(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22432(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+22436(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22440(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+22444(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22448(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+22452(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22456(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+22460(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22464(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+22468(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22472(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+22476(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22480(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+22484(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22488(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+22492(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22496(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+22500(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22504(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+22508(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22512(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+22516(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22520(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+22524(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22528(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+22532(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22536(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+22540(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22544(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+22548(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22552(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+22556(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22560(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22564(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22568(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22572(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22576(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+22580(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22584(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+22588(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22592(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+22596(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22600(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+22604(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22608(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+22612(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22616(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+22620(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22624(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+22628(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22632(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+22636(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22640(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+22644(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22648(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+22652(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22656(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+22660(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22664(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+22668(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22672(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+22676(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22680(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+22684(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22688(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+22692(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22696(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+22700(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22704(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+22708(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+22712(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+22716(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22720(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+22724(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22728(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+22732(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22736(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+22740(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22744(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+22748(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22752(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+22756(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22760(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+22764(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22768(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+22772(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22776(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+22780(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22784(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+22788(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22792(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+22796(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22800(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+22804(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22808(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+22812(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22816(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+22820(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22824(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+22828(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22832(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+22836(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22840(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+22844(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22848(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+22852(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22856(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+22860(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22864(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+22868(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+22872(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+22876(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+22880(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+22884(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+22888(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+22892(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+22896(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+22900(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+22904(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+22908(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+22912(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+22916(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+22920(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+22924(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+22928(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+22932(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+22936(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+22940(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+22944(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+22948(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+22952(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+22956(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+22960(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+22964(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+22968(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+22972(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+22976(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+22980(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+22984(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+22988(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+22992(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+22996(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23000(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+23004(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23008(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+23012(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23016(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+23020(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23024(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+23028(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23032(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+23036(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23040(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+23044(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23048(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+23052(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23056(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+23060(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23064(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+23068(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23072(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+23076(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23080(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+23084(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23088(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+23092(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23096(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+23100(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23104(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+23108(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23112(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+23116(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23120(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+23124(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23128(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+23132(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23136(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+23140(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23144(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+23148(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23152(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+23156(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+23160(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+23164(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+23168(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+23172(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+23176(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23180(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+23184(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+23188(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+23192(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+23196(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+23200(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+23204(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+23208(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+23212(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+23216(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+23220(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+23224(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+23228(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+23232(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+23236(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+23240(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+23244(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23248(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+23252(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23256(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+23260(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23264(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+23268(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23272(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+23276(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23280(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+23284(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23288(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+23292(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23296(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+23300(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23304(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+23308(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23312(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+23316(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23320(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+23324(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23328(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+23332(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23336(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+23340(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23344(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+23348(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23352(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23356(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23360(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+23364(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23368(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+23372(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23376(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+23380(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23384(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+23388(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23392(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+23396(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23400(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+23404(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23408(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+23412(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23416(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+23420(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23424(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+23428(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23432(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+23436(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23440(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+23444(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23448(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+23452(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23456(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+23460(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23464(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+23468(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23472(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+23476(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23480(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+23484(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23488(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+23492(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23496(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+23500(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23504(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+23508(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23512(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+23516(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23520(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+23524(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23528(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+23532(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23536(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+23540(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23544(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+23548(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23552(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+23556(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23560(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+23564(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23568(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+23572(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23576(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+23580(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23584(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+23588(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23592(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+23596(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23600(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+23604(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23608(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+23612(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23616(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+23620(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23624(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+23628(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23632(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+23636(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23640(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23644(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23648(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23652(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23656(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+23660(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23664(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+23668(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23672(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+23676(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23680(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+23684(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23688(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+23692(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23696(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+23700(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23704(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+23708(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23712(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+23716(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23720(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+23724(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23728(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+23732(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23736(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+23740(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23744(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+23748(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23752(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+23756(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23760(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+23764(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23768(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+23772(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23776(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+23780(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23784(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+23788(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23792(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+23796(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23800(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+23804(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23808(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+23812(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23816(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+23820(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23824(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+23828(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23832(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+23836(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23840(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+23844(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23848(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+23852(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23856(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+23860(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23864(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+23868(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23872(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+23876(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23880(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+23884(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23888(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+23892(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23896(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+23900(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23904(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+23908(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23912(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+23916(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23920(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+23924(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23928(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+23932(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23936(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+23940(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23944(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+23948(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23952(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+23956(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23960(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+23964(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23968(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+23972(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23976(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+23980(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23984(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+23988(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+23992(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+23996(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+24000(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+24004(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+24008(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+24012(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+24016(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+24020(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24024(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+24028(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24032(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+24036(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24040(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+24044(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24048(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+24052(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24056(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+24060(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24064(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+24068(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24072(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+24076(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24080(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+24084(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24088(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+24092(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24096(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+24100(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24104(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+24108(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24112(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+24116(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24120(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+24124(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24128(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+24132(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24136(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+24140(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24144(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+24148(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24152(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+24156(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24160(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+24164(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24168(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+24172(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24176(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24180(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24184(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24188(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24192(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+24196(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24200(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+24204(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24208(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+24212(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24216(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+24220(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24224(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+24228(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24232(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+24236(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24240(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+24244(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24248(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+24252(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24256(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+24260(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24264(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+24268(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24272(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+24276(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24280(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+24284(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24288(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+24292(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24296(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+24300(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24304(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+24308(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24312(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+24316(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24320(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+24324(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24328(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+24332(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24336(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+24340(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24344(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+24348(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24352(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+24356(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24360(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+24364(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24368(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+24372(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24376(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+24380(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24384(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+24388(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24392(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+24396(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24400(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+24404(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24408(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+24412(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24416(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+24420(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24424(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+24428(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24432(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+24436(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24440(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+24444(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24448(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+24452(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24456(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+24460(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24464(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+24468(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24472(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+24476(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24480(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+24484(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24488(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+24492(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24496(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+24500(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24504(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+24508(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24512(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+24516(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24520(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+24524(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24528(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+24532(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24536(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+24540(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24544(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+24548(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24552(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+24556(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24560(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+24564(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24568(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+24572(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24576(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+24580(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24584(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+24588(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24592(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+24596(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24600(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+24604(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24608(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+24612(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24616(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24620(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24624(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+24628(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24632(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+24636(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24640(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+24644(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24648(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+24652(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24656(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+24660(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24664(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+24668(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24672(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+24676(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24680(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+24684(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24688(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+24692(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24696(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+24700(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24704(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+24708(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24712(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+24716(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24720(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+24724(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24728(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+24732(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24736(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+24740(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24744(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+24748(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24752(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+24756(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24760(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+24764(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24768(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+24772(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24776(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+24780(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24784(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+24788(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24792(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+24796(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24800(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+24804(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24808(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+24812(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24816(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+24820(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24824(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+24828(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24832(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+24836(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24840(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+24844(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24848(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+24852(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+24856(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+24860(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+24864(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+24868(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+24872(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+24876(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+24880(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+24884(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+24888(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+24892(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+24896(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+24900(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+24904(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+24908(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+24912(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+24916(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+24920(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+24924(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+24928(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+24932(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+24936(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+24940(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+24944(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+24948(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+24952(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+24956(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+24960(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+24964(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+24968(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+24972(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+24976(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+24980(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+24984(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+24988(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+24992(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+24996(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25000(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+25004(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25008(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+25012(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25016(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+25020(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25024(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+25028(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25032(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+25036(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25040(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+25044(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25048(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+25052(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25056(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+25060(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25064(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+25068(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25072(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+25076(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25080(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+25084(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25088(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+25092(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25096(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+25100(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25104(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25108(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25112(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25116(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25120(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25124(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25128(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25132(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25136(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+25140(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25144(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+25148(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25152(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+25156(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25160(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+25164(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25168(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+25172(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25176(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+25180(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25184(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+25188(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25192(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+25196(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25200(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+25204(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25208(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+25212(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25216(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+25220(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25224(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+25228(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25232(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+25236(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25240(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+25244(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25248(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+25252(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25256(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+25260(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25264(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+25268(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25272(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+25276(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25280(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+25284(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25288(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+25292(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25296(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+25300(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25304(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+25308(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25312(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+25316(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25320(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+25324(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25328(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+25332(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25336(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+25340(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25344(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+25348(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25352(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+25356(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25360(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+25364(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25368(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+25372(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25376(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+25380(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25384(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+25388(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25392(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+25396(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25400(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25404(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25408(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25412(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25416(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25420(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25424(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+25428(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25432(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+25436(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25440(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+25444(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25448(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+25452(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25456(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+25460(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25464(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+25468(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25472(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+25476(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25480(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+25484(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25488(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+25492(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25496(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+25500(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25504(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+25508(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25512(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+25516(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25520(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+25524(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25528(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+25532(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25536(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+25540(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25544(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+25548(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25552(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+25556(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25560(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+25564(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25568(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+25572(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25576(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+25580(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25584(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+25588(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25592(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+25596(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25600(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+25604(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25608(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+25612(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25616(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+25620(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25624(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+25628(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25632(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+25636(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25640(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+25644(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25648(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+25652(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25656(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+25660(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25664(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+25668(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25672(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+25676(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25680(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25684(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25688(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25692(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25696(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25700(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25704(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25708(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25712(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+25716(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25720(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+25724(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25728(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+25732(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25736(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+25740(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25744(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+25748(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25752(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+25756(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25760(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+25764(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25768(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+25772(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25776(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+25780(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25784(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+25788(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25792(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+25796(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25800(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+25804(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25808(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+25812(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25816(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+25820(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25824(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+25828(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25832(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+25836(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25840(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+25844(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25848(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+25852(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25856(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+25860(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25864(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+25868(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25872(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+25876(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25880(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+25884(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25888(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+25892(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25896(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+25900(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25904(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+25908(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25912(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+25916(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25920(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+25924(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25928(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+25932(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25936(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+25940(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25944(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+25948(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25952(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+25956(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25960(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+25964(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25968(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+25972(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25976(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+25980(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25984(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+25988(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+25992(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+25996(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+26000(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+26004(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+26008(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+26012(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+26016(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+26020(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+26024(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+26028(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+26032(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+26036(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+26040(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+26044(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+26048(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+26052(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+26056(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+26060(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26064(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+26068(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26072(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+26076(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26080(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+26084(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26088(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+26092(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26096(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+26100(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26104(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+26108(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26112(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+26116(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26120(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+26124(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26128(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+26132(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26136(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+26140(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26144(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26148(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26152(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26156(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26160(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+26164(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26168(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+26172(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26176(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+26180(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26184(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+26188(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26192(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+26196(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26200(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+26204(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26208(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+26212(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26216(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+26220(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26224(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+26228(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26232(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+26236(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26240(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+26244(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26248(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+26252(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26256(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+26260(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26264(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+26268(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26272(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+26276(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26280(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+26284(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26288(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+26292(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26296(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+26300(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26304(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+26308(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26312(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+26316(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26320(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+26324(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26328(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26332(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26336(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+26340(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26344(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+26348(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26352(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+26356(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26360(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+26364(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26368(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+26372(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26376(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+26380(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26384(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+26388(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26392(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+26396(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26400(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+26404(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26408(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+26412(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+26416(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+26420(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+26424(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+26428(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+26432(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+26436(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+26440(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+26444(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+26448(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+26452(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+26456(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+26460(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+26464(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+26468(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+26472(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+26476(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+26480(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26484(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+26488(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+26492(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+26496(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+26500(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+26504(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+26508(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+26512(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+26516(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+26520(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+26524(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26528(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+26532(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26536(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+26540(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26544(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+26548(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26552(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+26556(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26560(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+26564(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26568(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+26572(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26576(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+26580(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26584(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+26588(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26592(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+26596(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26600(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+26604(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26608(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+26612(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26616(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+26620(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26624(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+26628(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26632(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+26636(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26640(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+26644(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26648(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+26652(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26656(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+26660(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26664(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+26668(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26672(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+26676(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26680(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+26684(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26688(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26692(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26696(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+26700(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26704(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+26708(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26712(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+26716(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26720(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+26724(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26728(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+26732(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26736(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+26740(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26744(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+26748(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26752(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+26756(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26760(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+26764(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26768(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+26772(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26776(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+26780(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26784(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+26788(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26792(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+26796(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26800(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+26804(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26808(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+26812(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26816(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+26820(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26824(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+26828(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26832(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+26836(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26840(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+26844(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26848(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+26852(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26856(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+26860(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26864(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+26868(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26872(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+26876(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26880(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+26884(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26888(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+26892(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26896(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+26900(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26904(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+26908(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26912(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+26916(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26920(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+26924(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26928(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+26932(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26936(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+26940(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26944(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+26948(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26952(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26956(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26960(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+26964(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26968(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+26972(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26976(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+26980(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26984(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+26988(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+26992(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+26996(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+27000(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+27004(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+27008(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+27012(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+27016(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+27020(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+27024(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+27028(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+27032(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+27036(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+27040(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+27044(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+27048(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+27052(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+27056(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+27060(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+27064(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+27068(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+27072(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+27076(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27080(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+27084(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27088(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+27092(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27096(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+27100(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27104(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+27108(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27112(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+27116(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27120(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+27124(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27128(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+27132(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27136(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+27140(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27144(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+27148(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27152(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+27156(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27160(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+27164(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27168(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+27172(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27176(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+27180(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27184(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+27188(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27192(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+27196(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27200(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+27204(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27208(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+27212(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27216(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+27220(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27224(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+27228(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27232(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27236(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27240(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+27244(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27248(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+27252(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27256(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+27260(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27264(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+27268(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27272(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+27276(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27280(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+27284(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27288(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+27292(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27296(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+27300(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27304(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+27308(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27312(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+27316(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27320(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+27324(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+27328(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+27332(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+27336(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+27340(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+27344(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+27348(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+27352(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+27356(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+27360(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+27364(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+27368(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+27372(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+27376(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+27380(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+27384(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+27388(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+27392(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27396(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+27400(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+27404(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+27408(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+27412(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+27416(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+27420(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+27424(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+27428(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+27432(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+27436(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27440(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+27444(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27448(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+27452(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27456(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+27460(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27464(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+27468(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27472(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+27476(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27480(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+27484(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27488(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+27492(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27496(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+27500(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27504(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+27508(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27512(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+27516(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27520(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+27524(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27528(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+27532(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27536(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+27540(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27544(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+27548(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27552(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+27556(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27560(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+27564(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27568(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+27572(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27576(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+27580(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27584(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+27588(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27592(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+27596(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27600(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+27604(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27608(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+27612(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27616(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+27620(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27624(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+27628(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27632(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+27636(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27640(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+27644(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27648(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+27652(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27656(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+27660(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27664(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+27668(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+27672(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+27676(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+27680(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+27684(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+27688(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+27692(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+27696(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+27700(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+27704(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+27708(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+27712(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+27716(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+27720(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+27724(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+27728(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+27732(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+27736(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+27740(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+27744(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+27748(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+27752(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+27756(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+27760(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+27764(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+27768(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+27772(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+27776(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+27780(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+27784(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+27788(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+27792(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+27796(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+27800(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+27804(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+27808(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+27812(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27816(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+27820(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27824(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+27828(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27832(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+27836(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27840(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+27844(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27848(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+27852(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27856(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+27860(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27864(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+27868(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27872(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+27876(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27880(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+27884(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27888(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+27892(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27896(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+27900(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27904(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+27908(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27912(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+27916(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27920(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+27924(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27928(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27932(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27936(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+27940(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27944(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+27948(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27952(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+27956(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27960(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+27964(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27968(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+27972(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27976(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+27980(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27984(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+27988(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+27992(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+27996(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+28000(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+28004(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28008(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+28012(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28016(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+28020(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28024(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+28028(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28032(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+28036(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28040(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+28044(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28048(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+28052(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28056(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+28060(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28064(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+28068(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28072(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+28076(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28080(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+28084(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28088(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+28092(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28096(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+28100(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28104(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+28108(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28112(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+28116(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28120(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+28124(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28128(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+28132(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28136(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+28140(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28144(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28148(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28152(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+28156(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28160(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+28164(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28168(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+28172(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28176(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+28180(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28184(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+28188(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28192(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+28196(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28200(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+28204(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28208(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+28212(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28216(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+28220(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28224(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+28228(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28232(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+28236(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28240(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+28244(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28248(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+28252(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28256(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+28260(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28264(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+28268(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28272(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+28276(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28280(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+28284(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28288(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+28292(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28296(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+28300(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28304(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28308(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28312(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+28316(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28320(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+28324(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28328(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+28332(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28336(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+28340(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28344(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+28348(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28352(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+28356(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28360(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+28364(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28368(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+28372(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+28376(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+28380(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+28384(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+28388(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+28392(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+28396(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+28400(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+28404(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+28408(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+28412(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+28416(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+28420(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+28424(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+28428(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+28432(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+28436(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+28440(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+28444(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+28448(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+28452(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+28456(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+28460(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+28464(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+28468(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28472(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+28476(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28480(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+28484(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28488(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+28492(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28496(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+28500(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28504(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+28508(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28512(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+28516(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28520(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+28524(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28528(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+28532(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28536(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+28540(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28544(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+28548(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28552(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+28556(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28560(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+28564(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28568(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+28572(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28576(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+28580(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28584(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+28588(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28592(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+28596(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28600(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+28604(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28608(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+28612(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28616(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+28620(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28624(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+28628(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28632(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+28636(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28640(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+28644(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28648(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28652(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28656(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+28660(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28664(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+28668(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28672(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+28676(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28680(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+28684(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28688(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+28692(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28696(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+28700(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28704(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+28708(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28712(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+28716(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28720(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+28724(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28728(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+28732(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28736(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+28740(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28744(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+28748(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28752(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+28756(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28760(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+28764(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28768(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+28772(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28776(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+28780(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28784(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+28788(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28792(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+28796(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28800(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+28804(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28808(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+28812(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28816(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+28820(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28824(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+28828(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28832(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+28836(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28840(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+28844(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28848(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+28852(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+28856(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+28860(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+28864(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+28868(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+28872(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+28876(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+28880(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+28884(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+28888(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+28892(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+28896(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+28900(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+28904(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+28908(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+28912(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+28916(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+28920(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+28924(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+28928(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+28932(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+28936(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+28940(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+28944(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+28948(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+28952(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+28956(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+28960(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+28964(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+28968(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+28972(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+28976(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+28980(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+28984(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+28988(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+28992(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+28996(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+29000(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+29004(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+29008(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29012(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+29016(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+29020(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+29024(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+29028(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+29032(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+29036(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+29040(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+29044(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+29048(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+29052(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+29056(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+29060(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29064(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+29068(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29072(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+29076(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29080(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+29084(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29088(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+29092(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29096(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+29100(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29104(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+29108(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29112(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+29116(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29120(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+29124(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29128(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+29132(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29136(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+29140(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29144(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+29148(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29152(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+29156(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29160(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+29164(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29168(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+29172(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29176(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+29180(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29184(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+29188(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29192(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+29196(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29200(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+29204(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29208(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+29212(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+29216(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+29220(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29224(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+29228(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29232(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+29236(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29240(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+29244(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29248(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+29252(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29256(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+29260(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29264(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+29268(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29272(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+29276(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29280(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+29284(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29288(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+29292(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29296(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+29300(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29304(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+29308(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29312(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+29316(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29320(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+29324(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29328(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+29332(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29336(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+29340(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29344(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29348(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29352(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+29356(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29360(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+29364(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29368(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+29372(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29376(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+29380(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29384(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+29388(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+29392(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+29396(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29400(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+29404(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29408(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+29412(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29416(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+29420(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29424(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+29428(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29432(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+29436(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29440(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+29444(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29448(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+29452(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29456(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+29460(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29464(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+29468(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29472(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+29476(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29480(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+29484(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29488(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+29492(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29496(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+29500(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29504(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+29508(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29512(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29516(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29520(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+29524(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29528(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+29532(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29536(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+29540(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29544(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+29548(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+29552(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+29556(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29560(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+29564(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29568(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+29572(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29576(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+29580(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29584(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+29588(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29592(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+29596(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29600(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+29604(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29608(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+29612(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29616(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+29620(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29624(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+29628(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29632(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+29636(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29640(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+29644(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29648(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+29652(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29656(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+29660(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29664(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+29668(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29672(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+29676(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29680(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+29684(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29688(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+29692(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29696(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+29700(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29704(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+29708(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29712(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+29716(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29720(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+29724(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29728(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+29732(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29736(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+29740(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29744(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+29748(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29752(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+29756(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29760(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+29764(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29768(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+29772(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29776(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+29780(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29784(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+29788(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29792(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+29796(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+29800(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+29804(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+29808(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+29812(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+29816(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+29820(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+29824(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+29828(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+29832(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+29836(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+29840(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+29844(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+29848(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+29852(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+29856(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+29860(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+29864(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+29868(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+29872(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+29876(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+29880(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+29884(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+29888(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+29892(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+29896(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+29900(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+29904(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+29908(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+29912(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+29916(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+29920(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+29924(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+29928(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+29932(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+29936(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+29940(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+29944(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+29948(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+29952(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+29956(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+29960(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+29964(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+29968(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+29972(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+29976(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+29980(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+29984(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+29988(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+29992(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+29996(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30000(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+30004(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30008(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+30012(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30016(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+30020(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30024(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+30028(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30032(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+30036(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30040(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+30044(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30048(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+30052(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30056(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+30060(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30064(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+30068(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30072(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+30076(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30080(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+30084(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30088(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+30092(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30096(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+30100(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30104(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+30108(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30112(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+30116(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30120(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30124(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30128(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30132(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30136(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+30140(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30144(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+30148(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30152(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+30156(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30160(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+30164(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30168(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+30172(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30176(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+30180(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30184(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+30188(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30192(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+30196(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30200(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+30204(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30208(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+30212(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30216(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+30220(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30224(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+30228(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30232(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+30236(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30240(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+30244(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30248(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+30252(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30256(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+30260(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30264(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+30268(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30272(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+30276(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30280(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+30284(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30288(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+30292(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30296(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+30300(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30304(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+30308(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30312(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+30316(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30320(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+30324(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30328(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+30332(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30336(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+30340(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30344(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+30348(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30352(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+30356(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30360(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+30364(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30368(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+30372(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30376(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+30380(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30384(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+30388(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30392(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+30396(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30400(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+30404(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30408(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+30412(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30416(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+30420(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30424(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+30428(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30432(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+30436(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30440(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+30444(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30448(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+30452(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30456(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+30460(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30464(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30468(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30472(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30476(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30480(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30484(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30488(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+30492(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30496(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+30500(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30504(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+30508(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30512(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+30516(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30520(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+30524(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30528(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+30532(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30536(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+30540(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30544(SB)/4, $0x00000008
+DATA grid_iq1m_delta<>+30548(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30552(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+30556(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30560(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+30564(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30568(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+30572(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30576(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+30580(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30584(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+30588(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30592(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+30596(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30600(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+30604(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30608(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+30612(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30616(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+30620(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30624(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+30628(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30632(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+30636(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30640(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+30644(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30648(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+30652(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30656(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+30660(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30664(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+30668(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30672(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+30676(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30680(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+30684(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30688(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+30692(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30696(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+30700(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30704(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+30708(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30712(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+30716(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30720(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+30724(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30728(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+30732(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30736(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+30740(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30744(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+30748(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30752(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+30756(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30760(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+30764(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30768(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+30772(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+30776(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+30780(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+30784(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+30788(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+30792(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+30796(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+30800(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+30804(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+30808(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+30812(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+30816(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+30820(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+30824(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+30828(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+30832(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+30836(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+30840(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+30844(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+30848(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+30852(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+30856(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+30860(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+30864(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+30868(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+30872(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+30876(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+30880(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+30884(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+30888(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+30892(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+30896(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+30900(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+30904(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+30908(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+30912(SB)/4, $0x00000800
+DATA grid_iq1m_delta<>+30916(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+30920(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+30924(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+30928(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+30932(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+30936(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+30940(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+30944(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+30948(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+30952(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+30956(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+30960(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+30964(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+30968(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+30972(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+30976(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+30980(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+30984(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+30988(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+30992(SB)/4, $0x00100800
+DATA grid_iq1m_delta<>+30996(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31000(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+31004(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31008(SB)/4, $0x08000000
+DATA grid_iq1m_delta<>+31012(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31016(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+31020(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31024(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+31028(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31032(SB)/4, $0x08001000
+DATA grid_iq1m_delta<>+31036(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31040(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+31044(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31048(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+31052(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31056(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+31060(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31064(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+31068(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31072(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+31076(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31080(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+31084(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31088(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+31092(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31096(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+31100(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31104(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+31108(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31112(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+31116(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31120(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+31124(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31128(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+31132(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31136(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+31140(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31144(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+31148(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31152(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+31156(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31160(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+31164(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31168(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31172(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31176(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+31180(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31184(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+31188(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+31192(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+31196(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+31200(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+31204(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+31208(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+31212(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+31216(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+31220(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+31224(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+31228(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+31232(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+31236(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+31240(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+31244(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+31248(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+31252(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+31256(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+31260(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+31264(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+31268(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+31272(SB)/4, $0x10080008
+DATA grid_iq1m_delta<>+31276(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+31280(SB)/4, $0x10080800
+DATA grid_iq1m_delta<>+31284(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+31288(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+31292(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+31296(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+31300(SB)/4, $0x10081010
+DATA grid_iq1m_delta<>+31304(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+31308(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31312(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+31316(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31320(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+31324(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31328(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+31332(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31336(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+31340(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31344(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+31348(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31352(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+31356(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31360(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+31364(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31368(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+31372(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31376(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+31380(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31384(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+31388(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31392(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+31396(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31400(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+31404(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31408(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+31412(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31416(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+31420(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31424(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+31428(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31432(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+31436(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31440(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+31444(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31448(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+31452(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31456(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31460(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31464(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31468(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31472(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+31476(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31480(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+31484(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31488(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+31492(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31496(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+31500(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31504(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+31508(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31512(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+31516(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31520(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+31524(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31528(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+31532(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31536(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+31540(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31544(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+31548(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31552(SB)/4, $0x08001008
+DATA grid_iq1m_delta<>+31556(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31560(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+31564(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31568(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+31572(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31576(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+31580(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31584(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+31588(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31592(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+31596(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31600(SB)/4, $0x08100800
+DATA grid_iq1m_delta<>+31604(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31608(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+31612(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31616(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+31620(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31624(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+31628(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31632(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+31636(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31640(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+31644(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+31648(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+31652(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31656(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+31660(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31664(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+31668(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31672(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+31676(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31680(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+31684(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31688(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+31692(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31696(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+31700(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31704(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+31708(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31712(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+31716(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31720(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+31724(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31728(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+31732(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31736(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+31740(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31744(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+31748(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31752(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+31756(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31760(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+31764(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31768(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+31772(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31776(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+31780(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31784(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+31788(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31792(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+31796(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31800(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31804(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31808(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+31812(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31816(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+31820(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+31824(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+31828(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+31832(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+31836(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+31840(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+31844(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+31848(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+31852(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+31856(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+31860(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+31864(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+31868(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+31872(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+31876(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+31880(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+31884(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+31888(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+31892(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+31896(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+31900(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+31904(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+31908(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+31912(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+31916(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+31920(SB)/4, $0x08101000
+DATA grid_iq1m_delta<>+31924(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+31928(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+31932(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+31936(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+31940(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+31944(SB)/4, $0x00000810
+DATA grid_iq1m_delta<>+31948(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+31952(SB)/4, $0x00001008
+DATA grid_iq1m_delta<>+31956(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+31960(SB)/4, $0x00080000
+DATA grid_iq1m_delta<>+31964(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+31968(SB)/4, $0x00080010
+DATA grid_iq1m_delta<>+31972(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+31976(SB)/4, $0x00080808
+DATA grid_iq1m_delta<>+31980(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+31984(SB)/4, $0x00081000
+DATA grid_iq1m_delta<>+31988(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+31992(SB)/4, $0x00100810
+DATA grid_iq1m_delta<>+31996(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+32000(SB)/4, $0x00101008
+DATA grid_iq1m_delta<>+32004(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+32008(SB)/4, $0x08000010
+DATA grid_iq1m_delta<>+32012(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+32016(SB)/4, $0x08000808
+DATA grid_iq1m_delta<>+32020(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+32024(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+32028(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+32032(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+32036(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+32040(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+32044(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+32048(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+32052(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+32056(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+32060(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+32064(SB)/4, $0x08100808
+DATA grid_iq1m_delta<>+32068(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+32072(SB)/4, $0x08101010
+DATA grid_iq1m_delta<>+32076(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+32080(SB)/4, $0x10000008
+DATA grid_iq1m_delta<>+32084(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+32088(SB)/4, $0x10000800
+DATA grid_iq1m_delta<>+32092(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+32096(SB)/4, $0x10000808
+DATA grid_iq1m_delta<>+32100(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+32104(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+32108(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+32112(SB)/4, $0x10001008
+DATA grid_iq1m_delta<>+32116(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+32120(SB)/4, $0x10080010
+DATA grid_iq1m_delta<>+32124(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+32128(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+32132(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+32136(SB)/4, $0x10081000
+DATA grid_iq1m_delta<>+32140(SB)/4, $0x10100808
+DATA grid_iq1m_delta<>+32144(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+32148(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32152(SB)/4, $0x00080008
+DATA grid_iq1m_delta<>+32156(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32160(SB)/4, $0x00080810
+DATA grid_iq1m_delta<>+32164(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32168(SB)/4, $0x00081010
+DATA grid_iq1m_delta<>+32172(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32176(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+32180(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32184(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+32188(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32192(SB)/4, $0x08000800
+DATA grid_iq1m_delta<>+32196(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32200(SB)/4, $0x08000810
+DATA grid_iq1m_delta<>+32204(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32208(SB)/4, $0x08001010
+DATA grid_iq1m_delta<>+32212(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32216(SB)/4, $0x08080010
+DATA grid_iq1m_delta<>+32220(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32224(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+32228(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32232(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+32236(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32240(SB)/4, $0x08081000
+DATA grid_iq1m_delta<>+32244(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32248(SB)/4, $0x08100000
+DATA grid_iq1m_delta<>+32252(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32256(SB)/4, $0x08100010
+DATA grid_iq1m_delta<>+32260(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32264(SB)/4, $0x10000810
+DATA grid_iq1m_delta<>+32268(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32272(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+32276(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32280(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+32284(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32288(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+32292(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32296(SB)/4, $0x10081008
+DATA grid_iq1m_delta<>+32300(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32304(SB)/4, $0x10100008
+DATA grid_iq1m_delta<>+32308(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32312(SB)/4, $0x10100800
+DATA grid_iq1m_delta<>+32316(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32320(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32324(SB)/4, $0x10100810
+DATA grid_iq1m_delta<>+32328(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+32332(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32336(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+32340(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32344(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+32348(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32352(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+32356(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32360(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+32364(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32368(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+32372(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32376(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+32380(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32384(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+32388(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32392(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+32396(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32400(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+32404(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32408(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+32412(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32416(SB)/4, $0x08081008
+DATA grid_iq1m_delta<>+32420(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32424(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+32428(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32432(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+32436(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32440(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+32444(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32448(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+32452(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32456(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+32460(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32464(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+32468(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32472(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+32476(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32480(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32484(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32488(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32492(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32496(SB)/4, $0x00000808
+DATA grid_iq1m_delta<>+32500(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+32504(SB)/4, $0x00080800
+DATA grid_iq1m_delta<>+32508(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+32512(SB)/4, $0x00081008
+DATA grid_iq1m_delta<>+32516(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+32520(SB)/4, $0x00100008
+DATA grid_iq1m_delta<>+32524(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+32528(SB)/4, $0x00100808
+DATA grid_iq1m_delta<>+32532(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+32536(SB)/4, $0x08000008
+DATA grid_iq1m_delta<>+32540(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+32544(SB)/4, $0x08080000
+DATA grid_iq1m_delta<>+32548(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+32552(SB)/4, $0x08080808
+DATA grid_iq1m_delta<>+32556(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+32560(SB)/4, $0x08081010
+DATA grid_iq1m_delta<>+32564(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+32568(SB)/4, $0x08100008
+DATA grid_iq1m_delta<>+32572(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+32576(SB)/4, $0x08100810
+DATA grid_iq1m_delta<>+32580(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+32584(SB)/4, $0x08101008
+DATA grid_iq1m_delta<>+32588(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+32592(SB)/4, $0x10080000
+DATA grid_iq1m_delta<>+32596(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+32600(SB)/4, $0x10080810
+DATA grid_iq1m_delta<>+32604(SB)/4, $0x10101008
+DATA grid_iq1m_delta<>+32608(SB)/4, $0x00000000
+DATA grid_iq1m_delta<>+32612(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32616(SB)/4, $0x00000010
+DATA grid_iq1m_delta<>+32620(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32624(SB)/4, $0x00001000
+DATA grid_iq1m_delta<>+32628(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32632(SB)/4, $0x00001010
+DATA grid_iq1m_delta<>+32636(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32640(SB)/4, $0x00100000
+DATA grid_iq1m_delta<>+32644(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32648(SB)/4, $0x00100010
+DATA grid_iq1m_delta<>+32652(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32656(SB)/4, $0x00101000
+DATA grid_iq1m_delta<>+32660(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32664(SB)/4, $0x00101010
+DATA grid_iq1m_delta<>+32668(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32672(SB)/4, $0x08080008
+DATA grid_iq1m_delta<>+32676(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32680(SB)/4, $0x08080800
+DATA grid_iq1m_delta<>+32684(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32688(SB)/4, $0x08080810
+DATA grid_iq1m_delta<>+32692(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32696(SB)/4, $0x10000000
+DATA grid_iq1m_delta<>+32700(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32704(SB)/4, $0x10000010
+DATA grid_iq1m_delta<>+32708(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32712(SB)/4, $0x10001000
+DATA grid_iq1m_delta<>+32716(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32720(SB)/4, $0x10001010
+DATA grid_iq1m_delta<>+32724(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32728(SB)/4, $0x10080808
+DATA grid_iq1m_delta<>+32732(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32736(SB)/4, $0x10100000
+DATA grid_iq1m_delta<>+32740(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32744(SB)/4, $0x10100010
+DATA grid_iq1m_delta<>+32748(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32752(SB)/4, $0x10101000
+DATA grid_iq1m_delta<>+32756(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32760(SB)/4, $0x10101010
+DATA grid_iq1m_delta<>+32764(SB)/4, $0x10101010
+GLOBL grid_iq1m_delta<>(SB), RODATA|NOPTR, $32768
 
 // func dotIQ1_MAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ1_MAVX2(SB), NOSPLIT, $96-28
+TEXT ·dotIQ1_MAVX2(SB), NOSPLIT, $32-28
 	MOVQ   w+0(FP), AX
 	MOVQ   a+8(FP), CX
 	MOVQ   nb+16(FP), DX
-	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), BX
+	LEAQ   grid_iq1m_delta<>+0(SB), BX
 	VXORPS X0, X0, X0
 	TESTQ  DX, DX
 	JZ     donedotIQ1_MAVX2
 
 loopdotIQ1_MAVX2:
 	VPXOR        Y1, Y1, Y1
-	VPBROADCASTQ 48(AX), Y2
-	VPSHUFB      iq1mls0<>+0(SB), Y2, Y3
-	VPSRLVD      iq1mlsshift<>+0(SB), Y3, Y3
+	VPXOR        Y2, Y2, Y2
+	VPBROADCASTQ 48(AX), Y3
+	VPSHUFB      iq1mls0<>+0(SB), Y3, Y4
+	VPSRLVD      iq1mlsshift0<>+0(SB), Y4, Y4
+	VPAND        v32_00000007<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y4, Y4
+	VPOR         v32_00000001<>+0(SB), Y4, Y4
+	VPSLLD       $0x10, Y4, Y5
+	VPOR         Y4, Y5, Y5
+	VPSHUFB      iq1mls1<>+0(SB), Y3, Y3
+	VPSRLVD      iq1mlsshift1<>+0(SB), Y3, Y3
 	VPAND        v32_00000007<>+0(SB), Y3, Y3
 	VPADDD       Y3, Y3, Y3
 	VPOR         v32_00000001<>+0(SB), Y3, Y3
-	VPSLLD       $0x10, Y3, Y4
-	VPOR         Y3, Y4, Y4
-	VPSHUFB      iq1mls1<>+0(SB), Y2, Y2
-	VPSRLVD      iq1mlsshift<>+0(SB), Y2, Y2
-	VPAND        v32_00000007<>+0(SB), Y2, Y2
-	VPADDD       Y2, Y2, Y2
-	VPOR         v32_00000001<>+0(SB), Y2, Y2
-	VPSLLD       $0x10, Y2, Y5
-	VPOR         Y2, Y5, Y5
-	VPACKUSDW    Y2, Y3, Y2
-	VPERMQ       $0xd8, Y2, Y2
-	VPSLLW       $0x03, Y2, Y3
-	VPADDW       Y3, Y2, Y2
-	VMOVDQU      Y2, 64(SP)
-	VMOVDQU      iq1mspread<>+0(SB), Y2
-	VMOVDQU      iq1mbits<>+0(SB), Y3
-	VPBROADCASTD c32_02020202<>+0(SB), Y6
-	VPMOVZXBD    (AX), Y7
-	VPBROADCASTD 32(AX), Y8
-	VPSRLVD      iq1mshift<>+0(SB), Y8, Y8
-	VPAND        v32_00000007<>+0(SB), Y8, Y8
-	VPSLLD       $0x08, Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPXOR        Y8, Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPGATHERDQ   Y9, (BX)(X7*8), Y8
-	VPBROADCASTW 32(AX), Y9
-	VPSHUFB      Y2, Y9, Y9
-	VPAND        Y3, Y9, Y9
-	VPCMPEQB     Y3, Y9, Y9
-	VPANDN       Y6, Y9, Y9
-	VPOR         Y8, Y9, Y9
-	VMOVDQU      iq1mpick0<>+0(SB), Y8
-	VPERMD       Y4, Y8, Y8
-	VMOVDQU      4(CX), Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y1, Y1
-	VPXOR        Y8, Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VEXTRACTI128 $0x01, Y7, X7
-	VPGATHERDQ   Y9, (BX)(X7*8), Y8
-	VPBROADCASTW 34(AX), Y7
-	VPSHUFB      Y2, Y7, Y7
-	VPAND        Y3, Y7, Y7
-	VPCMPEQB     Y3, Y7, Y7
-	VPANDN       Y6, Y7, Y7
-	VPOR         Y8, Y7, Y7
-	VMOVDQU      iq1mpick1<>+0(SB), Y8
-	VPERMD       Y4, Y8, Y8
-	VMOVDQU      36(CX), Y9
-	VPMADDUBSW   Y9, Y7, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y1, Y1
-	VPMOVZXBD    8(AX), Y7
-	VPBROADCASTD 36(AX), Y8
-	VPSRLVD      iq1mshift<>+0(SB), Y8, Y8
-	VPAND        v32_00000007<>+0(SB), Y8, Y8
-	VPSLLD       $0x08, Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPXOR        Y8, Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPGATHERDQ   Y9, (BX)(X7*8), Y8
-	VPBROADCASTW 36(AX), Y9
-	VPSHUFB      Y2, Y9, Y9
-	VPAND        Y3, Y9, Y9
-	VPCMPEQB     Y3, Y9, Y9
-	VPANDN       Y6, Y9, Y9
-	VPOR         Y8, Y9, Y9
-	VMOVDQU      iq1mpick2<>+0(SB), Y8
-	VPERMD       Y4, Y8, Y8
-	VMOVDQU      68(CX), Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y1, Y1
-	VPXOR        Y8, Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VEXTRACTI128 $0x01, Y7, X7
-	VPGATHERDQ   Y9, (BX)(X7*8), Y8
-	VPBROADCASTW 38(AX), Y7
-	VPSHUFB      Y2, Y7, Y7
-	VPAND        Y3, Y7, Y7
-	VPCMPEQB     Y3, Y7, Y7
-	VPANDN       Y6, Y7, Y7
-	VPOR         Y8, Y7, Y7
-	VMOVDQU      iq1mpick3<>+0(SB), Y8
-	VPERMD       Y4, Y8, Y8
-	VMOVDQU      100(CX), Y4
-	VPMADDUBSW   Y4, Y7, Y4
-	VPMADDWD     Y8, Y4, Y4
-	VPADDD       Y4, Y1, Y1
-	VPMOVZXBD    16(AX), Y4
-	VPBROADCASTD 40(AX), Y7
-	VPSRLVD      iq1mshift<>+0(SB), Y7, Y7
-	VPAND        v32_00000007<>+0(SB), Y7, Y7
-	VPSLLD       $0x08, Y7, Y7
-	VPOR         Y7, Y4, Y4
-	VPXOR        Y7, Y7, Y7
-	VPCMPEQD     Y8, Y8, Y8
-	VPGATHERDQ   Y8, (BX)(X4*8), Y7
-	VPBROADCASTW 40(AX), Y8
-	VPSHUFB      Y2, Y8, Y8
-	VPAND        Y3, Y8, Y8
-	VPCMPEQB     Y3, Y8, Y8
-	VPANDN       Y6, Y8, Y8
-	VPOR         Y7, Y8, Y8
-	VMOVDQU      iq1mpick0<>+0(SB), Y7
-	VPERMD       Y5, Y7, Y7
-	VMOVDQU      132(CX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPMADDWD     Y7, Y9, Y9
-	VPADDD       Y9, Y1, Y1
-	VPXOR        Y7, Y7, Y7
-	VPCMPEQD     Y8, Y8, Y8
-	VEXTRACTI128 $0x01, Y4, X4
-	VPGATHERDQ   Y8, (BX)(X4*8), Y7
-	VPBROADCASTW 42(AX), Y4
-	VPSHUFB      Y2, Y4, Y4
-	VPAND        Y3, Y4, Y4
-	VPCMPEQB     Y3, Y4, Y4
-	VPANDN       Y6, Y4, Y4
-	VPOR         Y7, Y4, Y4
-	VMOVDQU      iq1mpick1<>+0(SB), Y7
-	VPERMD       Y5, Y7, Y7
-	VMOVDQU      164(CX), Y8
-	VPMADDUBSW   Y8, Y4, Y8
-	VPMADDWD     Y7, Y8, Y8
-	VPADDD       Y8, Y1, Y1
-	VPMOVZXBD    24(AX), Y4
-	VPBROADCASTD 44(AX), Y7
-	VPSRLVD      iq1mshift<>+0(SB), Y7, Y7
-	VPAND        v32_00000007<>+0(SB), Y7, Y7
-	VPSLLD       $0x08, Y7, Y7
-	VPOR         Y7, Y4, Y4
-	VPXOR        Y7, Y7, Y7
-	VPCMPEQD     Y8, Y8, Y8
-	VPGATHERDQ   Y8, (BX)(X4*8), Y7
-	VPBROADCASTW 44(AX), Y8
-	VPSHUFB      Y2, Y8, Y8
-	VPAND        Y3, Y8, Y8
-	VPCMPEQB     Y3, Y8, Y8
-	VPANDN       Y6, Y8, Y8
-	VPOR         Y7, Y8, Y8
-	VMOVDQU      iq1mpick2<>+0(SB), Y7
-	VPERMD       Y5, Y7, Y7
-	VMOVDQU      196(CX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPMADDWD     Y7, Y9, Y9
-	VPADDD       Y9, Y1, Y1
-	VPXOR        Y7, Y7, Y7
-	VPCMPEQD     Y8, Y8, Y8
-	VEXTRACTI128 $0x01, Y4, X4
-	VPGATHERDQ   Y8, (BX)(X4*8), Y7
-	VPBROADCASTW 46(AX), Y4
-	VPSHUFB      Y2, Y4, Y4
-	VPAND        Y3, Y4, Y4
-	VPCMPEQB     Y3, Y4, Y4
-	VPANDN       Y6, Y4, Y2
-	VPOR         Y7, Y2, Y2
-	VMOVDQU      iq1mpick3<>+0(SB), Y3
-	VPERMD       Y5, Y3, Y3
-	VMOVDQU      228(CX), Y4
-	VPMADDUBSW   Y4, Y2, Y4
-	VPMADDWD     Y3, Y4, Y4
-	VPADDD       Y4, Y1, Y1
+	VPSLLD       $0x10, Y3, Y6
+	VPOR         Y3, Y6, Y6
+	VPACKUSDW    Y3, Y4, Y3
+	VPERMQ       $0xd8, Y3, Y3
+	VPSHUFB      iq1mcorr<>+0(SB), Y3, Y3
+	VPSLLW       $0x03, Y3, Y4
+	VPADDW       Y4, Y3, Y3
+	VMOVDQU      Y3, (SP)
+	VPSHUFD      $0x00, Y5, Y3
+	MOVWLZX      32(AX), SI
+	MOVBLZX      (AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000f00, R8
+	ORL          R8, DI
+	MOVBLZX      1(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x04, R9
+	ANDL         $0x00000f00, R9
+	ORL          R9, R8
+	MOVBLZX      2(AX), R9
+	MOVL         SI, R10
+	ANDL         $0x00000f00, R10
+	ORL          R10, R9
+	MOVBLZX      3(AX), R10
+	SHRL         $0x04, SI
+	ANDL         $0x00000f00, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y4
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	VPBROADCASTQ (BX)(R9*8), X7
+	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
+	VINSERTI128  $0x01, X7, Y4, Y4
+	VMOVDQU      4(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y1, Y1
+	VPSHUFD      $0x55, Y5, Y3
+	MOVWLZX      34(AX), SI
+	MOVBLZX      4(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000f00, R8
+	ORL          R8, DI
+	MOVBLZX      5(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x04, R9
+	ANDL         $0x00000f00, R9
+	ORL          R9, R8
+	MOVBLZX      6(AX), R9
+	MOVL         SI, R10
+	ANDL         $0x00000f00, R10
+	ORL          R10, R9
+	MOVBLZX      7(AX), R10
+	SHRL         $0x04, SI
+	ANDL         $0x00000f00, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y4
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	VPBROADCASTQ (BX)(R9*8), X7
+	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
+	VINSERTI128  $0x01, X7, Y4, Y4
+	VMOVDQU      36(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y2, Y2
+	VPSHUFD      $0xaa, Y5, Y3
+	MOVWLZX      36(AX), SI
+	MOVBLZX      8(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000f00, R8
+	ORL          R8, DI
+	MOVBLZX      9(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x04, R9
+	ANDL         $0x00000f00, R9
+	ORL          R9, R8
+	MOVBLZX      10(AX), R9
+	MOVL         SI, R10
+	ANDL         $0x00000f00, R10
+	ORL          R10, R9
+	MOVBLZX      11(AX), R10
+	SHRL         $0x04, SI
+	ANDL         $0x00000f00, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y4
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	VPBROADCASTQ (BX)(R9*8), X7
+	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
+	VINSERTI128  $0x01, X7, Y4, Y4
+	VMOVDQU      68(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y1, Y1
+	VPSHUFD      $0xff, Y5, Y3
+	MOVWLZX      38(AX), SI
+	MOVBLZX      12(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000f00, R8
+	ORL          R8, DI
+	MOVBLZX      13(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x04, R9
+	ANDL         $0x00000f00, R9
+	ORL          R9, R8
+	MOVBLZX      14(AX), R9
+	MOVL         SI, R10
+	ANDL         $0x00000f00, R10
+	ORL          R10, R9
+	MOVBLZX      15(AX), R10
+	SHRL         $0x04, SI
+	ANDL         $0x00000f00, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y4
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	VPBROADCASTQ (BX)(R9*8), X5
+	VPINSRQ      $0x01, (BX)(R10*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VMOVDQU      100(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	VPSHUFD      $0x00, Y6, Y3
+	MOVWLZX      40(AX), SI
+	MOVBLZX      16(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000f00, R8
+	ORL          R8, DI
+	MOVBLZX      17(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x04, R9
+	ANDL         $0x00000f00, R9
+	ORL          R9, R8
+	MOVBLZX      18(AX), R9
+	MOVL         SI, R10
+	ANDL         $0x00000f00, R10
+	ORL          R10, R9
+	MOVBLZX      19(AX), R10
+	SHRL         $0x04, SI
+	ANDL         $0x00000f00, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y4
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	VPBROADCASTQ (BX)(R9*8), X5
+	VPINSRQ      $0x01, (BX)(R10*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VMOVDQU      132(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	VPSHUFD      $0x55, Y6, Y3
+	MOVWLZX      42(AX), SI
+	MOVBLZX      20(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000f00, R8
+	ORL          R8, DI
+	MOVBLZX      21(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x04, R9
+	ANDL         $0x00000f00, R9
+	ORL          R9, R8
+	MOVBLZX      22(AX), R9
+	MOVL         SI, R10
+	ANDL         $0x00000f00, R10
+	ORL          R10, R9
+	MOVBLZX      23(AX), R10
+	SHRL         $0x04, SI
+	ANDL         $0x00000f00, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y4
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	VPBROADCASTQ (BX)(R9*8), X5
+	VPINSRQ      $0x01, (BX)(R10*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VMOVDQU      164(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	VPSHUFD      $0xaa, Y6, Y3
+	MOVWLZX      44(AX), SI
+	MOVBLZX      24(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000f00, R8
+	ORL          R8, DI
+	MOVBLZX      25(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x04, R9
+	ANDL         $0x00000f00, R9
+	ORL          R9, R8
+	MOVBLZX      26(AX), R9
+	MOVL         SI, R10
+	ANDL         $0x00000f00, R10
+	ORL          R10, R9
+	MOVBLZX      27(AX), R10
+	SHRL         $0x04, SI
+	ANDL         $0x00000f00, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y4
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	VPBROADCASTQ (BX)(R9*8), X5
+	VPINSRQ      $0x01, (BX)(R10*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VMOVDQU      196(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	VPSHUFD      $0xff, Y6, Y3
+	MOVWLZX      46(AX), SI
+	MOVBLZX      28(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000f00, R8
+	ORL          R8, DI
+	MOVBLZX      29(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x04, R9
+	ANDL         $0x00000f00, R9
+	ORL          R9, R8
+	MOVBLZX      30(AX), R9
+	MOVL         SI, R10
+	ANDL         $0x00000f00, R10
+	ORL          R10, R9
+	MOVBLZX      31(AX), R10
+	SHRL         $0x04, SI
+	ANDL         $0x00000f00, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y4
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	VPBROADCASTQ (BX)(R9*8), X5
+	VPINSRQ      $0x01, (BX)(R10*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VMOVDQU      228(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y2, Y2
 	MOVQ         48(AX), SI
 	MOVQ         SI, DI
 	SHRQ         $0x0c, DI
@@ -17083,20 +29240,21 @@ loopdotIQ1_MAVX2:
 	SHRQ         $0x30, R8
 	ANDL         $0x0000f000, R8
 	ORL          R8, DI
-	VMOVD        DI, X2
-	VCVTPH2PS    X2, X2
-	VMOVDQU      64(SP), Y3
-	VPMADDWD     260(CX), Y3, Y3
-	VPSUBD       Y3, Y1, Y1
-	VEXTRACTF128 $0x01, Y1, X3
-	VPADDD       X3, X1, X1
-	VPSHUFD      $0x4e, X1, X3
-	VPADDD       X3, X1, X1
-	VPSHUFD      $0xb1, X1, X3
-	VPADDD       X3, X1, X1
+	VMOVD        DI, X3
+	VCVTPH2PS    X3, X3
+	VPADDD       Y2, Y1, Y1
+	VMOVDQU      (SP), Y2
+	VPMADDWD     260(CX), Y2, Y2
+	VPSUBD       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VPADDD       X2, X1, X1
+	VPSHUFD      $0x4e, X1, X2
+	VPADDD       X2, X1, X1
+	VPSHUFD      $0xb1, X1, X2
+	VPADDD       X2, X1, X1
 	VCVTDQ2PS    X1, X1
 	VMULSS       c32_3e000000<>+0(SB), X1, X1
-	VMULSS       (CX), X2, X2
+	VMULSS       (CX), X3, X2
 	VMULSS       X2, X1, X1
 	VADDSS       X1, X0, X0
 	ADDQ         $0x00000038, AX
@@ -17111,892 +29269,928 @@ donedotIQ1_MAVX2:
 
 DATA iq1mls0<>+0(SB)/4, $0x80800100
 DATA iq1mls0<>+4(SB)/4, $0x80800100
-DATA iq1mls0<>+8(SB)/4, $0x80800100
-DATA iq1mls0<>+12(SB)/4, $0x80800100
-DATA iq1mls0<>+16(SB)/4, $0x80800302
-DATA iq1mls0<>+20(SB)/4, $0x80800302
+DATA iq1mls0<>+8(SB)/4, $0x80800302
+DATA iq1mls0<>+12(SB)/4, $0x80800302
+DATA iq1mls0<>+16(SB)/4, $0x80800100
+DATA iq1mls0<>+20(SB)/4, $0x80800100
 DATA iq1mls0<>+24(SB)/4, $0x80800302
 DATA iq1mls0<>+28(SB)/4, $0x80800302
 GLOBL iq1mls0<>(SB), RODATA|NOPTR, $32
 
-DATA iq1mlsshift<>+0(SB)/4, $0x00000000
-DATA iq1mlsshift<>+4(SB)/4, $0x00000003
-DATA iq1mlsshift<>+8(SB)/4, $0x00000006
-DATA iq1mlsshift<>+12(SB)/4, $0x00000009
-DATA iq1mlsshift<>+16(SB)/4, $0x00000000
-DATA iq1mlsshift<>+20(SB)/4, $0x00000003
-DATA iq1mlsshift<>+24(SB)/4, $0x00000006
-DATA iq1mlsshift<>+28(SB)/4, $0x00000009
-GLOBL iq1mlsshift<>(SB), RODATA|NOPTR, $32
+DATA iq1mlsshift0<>+0(SB)/4, $0x00000000
+DATA iq1mlsshift0<>+4(SB)/4, $0x00000006
+DATA iq1mlsshift0<>+8(SB)/4, $0x00000000
+DATA iq1mlsshift0<>+12(SB)/4, $0x00000006
+DATA iq1mlsshift0<>+16(SB)/4, $0x00000003
+DATA iq1mlsshift0<>+20(SB)/4, $0x00000009
+DATA iq1mlsshift0<>+24(SB)/4, $0x00000003
+DATA iq1mlsshift0<>+28(SB)/4, $0x00000009
+GLOBL iq1mlsshift0<>(SB), RODATA|NOPTR, $32
 
 DATA iq1mls1<>+0(SB)/4, $0x80800504
 DATA iq1mls1<>+4(SB)/4, $0x80800504
-DATA iq1mls1<>+8(SB)/4, $0x80800504
-DATA iq1mls1<>+12(SB)/4, $0x80800504
-DATA iq1mls1<>+16(SB)/4, $0x80800706
-DATA iq1mls1<>+20(SB)/4, $0x80800706
+DATA iq1mls1<>+8(SB)/4, $0x80800706
+DATA iq1mls1<>+12(SB)/4, $0x80800706
+DATA iq1mls1<>+16(SB)/4, $0x80800504
+DATA iq1mls1<>+20(SB)/4, $0x80800504
 DATA iq1mls1<>+24(SB)/4, $0x80800706
 DATA iq1mls1<>+28(SB)/4, $0x80800706
 GLOBL iq1mls1<>(SB), RODATA|NOPTR, $32
 
-DATA iq1mspread<>+0(SB)/4, $0x00000000
-DATA iq1mspread<>+4(SB)/4, $0x00000000
-DATA iq1mspread<>+8(SB)/4, $0x00000000
-DATA iq1mspread<>+12(SB)/4, $0x00000000
-DATA iq1mspread<>+16(SB)/4, $0x01010101
-DATA iq1mspread<>+20(SB)/4, $0x01010101
-DATA iq1mspread<>+24(SB)/4, $0x01010101
-DATA iq1mspread<>+28(SB)/4, $0x01010101
-GLOBL iq1mspread<>(SB), RODATA|NOPTR, $32
+DATA iq1mlsshift1<>+0(SB)/4, $0x00000000
+DATA iq1mlsshift1<>+4(SB)/4, $0x00000006
+DATA iq1mlsshift1<>+8(SB)/4, $0x00000000
+DATA iq1mlsshift1<>+12(SB)/4, $0x00000006
+DATA iq1mlsshift1<>+16(SB)/4, $0x00000003
+DATA iq1mlsshift1<>+20(SB)/4, $0x00000009
+DATA iq1mlsshift1<>+24(SB)/4, $0x00000003
+DATA iq1mlsshift1<>+28(SB)/4, $0x00000009
+GLOBL iq1mlsshift1<>(SB), RODATA|NOPTR, $32
 
-DATA iq1mbits<>+0(SB)/4, $0x08080808
-DATA iq1mbits<>+4(SB)/4, $0x08080808
-DATA iq1mbits<>+8(SB)/4, $0x80808080
-DATA iq1mbits<>+12(SB)/4, $0x80808080
-DATA iq1mbits<>+16(SB)/4, $0x08080808
-DATA iq1mbits<>+20(SB)/4, $0x08080808
-DATA iq1mbits<>+24(SB)/4, $0x80808080
-DATA iq1mbits<>+28(SB)/4, $0x80808080
-GLOBL iq1mbits<>(SB), RODATA|NOPTR, $32
-
-DATA v32_02020202<>+0(SB)/4, $0x02020202
-DATA v32_02020202<>+4(SB)/4, $0x02020202
-DATA v32_02020202<>+8(SB)/4, $0x02020202
-DATA v32_02020202<>+12(SB)/4, $0x02020202
-DATA v32_02020202<>+16(SB)/4, $0x02020202
-DATA v32_02020202<>+20(SB)/4, $0x02020202
-DATA v32_02020202<>+24(SB)/4, $0x02020202
-DATA v32_02020202<>+28(SB)/4, $0x02020202
-GLOBL v32_02020202<>(SB), RODATA|NOPTR, $32
-
-DATA c32_02020202<>+0(SB)/4, $0x02020202
-GLOBL c32_02020202<>(SB), RODATA|NOPTR, $4
-
-DATA iq1mshift<>+0(SB)/4, $0x00000000
-DATA iq1mshift<>+4(SB)/4, $0x00000004
-DATA iq1mshift<>+8(SB)/4, $0x00000008
-DATA iq1mshift<>+12(SB)/4, $0x0000000c
-DATA iq1mshift<>+16(SB)/4, $0x00000010
-DATA iq1mshift<>+20(SB)/4, $0x00000014
-DATA iq1mshift<>+24(SB)/4, $0x00000018
-DATA iq1mshift<>+28(SB)/4, $0x0000001c
-GLOBL iq1mshift<>(SB), RODATA|NOPTR, $32
-
-DATA iq1mpick0<>+0(SB)/4, $0x00000000
-DATA iq1mpick0<>+4(SB)/4, $0x00000000
-DATA iq1mpick0<>+8(SB)/4, $0x00000000
-DATA iq1mpick0<>+12(SB)/4, $0x00000000
-DATA iq1mpick0<>+16(SB)/4, $0x00000001
-DATA iq1mpick0<>+20(SB)/4, $0x00000001
-DATA iq1mpick0<>+24(SB)/4, $0x00000001
-DATA iq1mpick0<>+28(SB)/4, $0x00000001
-GLOBL iq1mpick0<>(SB), RODATA|NOPTR, $32
-
-DATA iq1mpick1<>+0(SB)/4, $0x00000002
-DATA iq1mpick1<>+4(SB)/4, $0x00000002
-DATA iq1mpick1<>+8(SB)/4, $0x00000002
-DATA iq1mpick1<>+12(SB)/4, $0x00000002
-DATA iq1mpick1<>+16(SB)/4, $0x00000003
-DATA iq1mpick1<>+20(SB)/4, $0x00000003
-DATA iq1mpick1<>+24(SB)/4, $0x00000003
-DATA iq1mpick1<>+28(SB)/4, $0x00000003
-GLOBL iq1mpick1<>(SB), RODATA|NOPTR, $32
-
-DATA iq1mpick2<>+0(SB)/4, $0x00000004
-DATA iq1mpick2<>+4(SB)/4, $0x00000004
-DATA iq1mpick2<>+8(SB)/4, $0x00000004
-DATA iq1mpick2<>+12(SB)/4, $0x00000004
-DATA iq1mpick2<>+16(SB)/4, $0x00000005
-DATA iq1mpick2<>+20(SB)/4, $0x00000005
-DATA iq1mpick2<>+24(SB)/4, $0x00000005
-DATA iq1mpick2<>+28(SB)/4, $0x00000005
-GLOBL iq1mpick2<>(SB), RODATA|NOPTR, $32
-
-DATA iq1mpick3<>+0(SB)/4, $0x00000006
-DATA iq1mpick3<>+4(SB)/4, $0x00000006
-DATA iq1mpick3<>+8(SB)/4, $0x00000006
-DATA iq1mpick3<>+12(SB)/4, $0x00000006
-DATA iq1mpick3<>+16(SB)/4, $0x00000007
-DATA iq1mpick3<>+20(SB)/4, $0x00000007
-DATA iq1mpick3<>+24(SB)/4, $0x00000007
-DATA iq1mpick3<>+28(SB)/4, $0x00000007
-GLOBL iq1mpick3<>(SB), RODATA|NOPTR, $32
+DATA iq1mcorr<>+0(SB)/4, $0x09080100
+DATA iq1mcorr<>+4(SB)/4, $0x0b0a0302
+DATA iq1mcorr<>+8(SB)/4, $0x0d0c0504
+DATA iq1mcorr<>+12(SB)/4, $0x0f0e0706
+DATA iq1mcorr<>+16(SB)/4, $0x09080100
+DATA iq1mcorr<>+20(SB)/4, $0x0b0a0302
+DATA iq1mcorr<>+24(SB)/4, $0x0d0c0504
+DATA iq1mcorr<>+28(SB)/4, $0x0f0e0706
+GLOBL iq1mcorr<>(SB), RODATA|NOPTR, $32
 
 // func dotIQ3_XXSx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotIQ3_XXSx4AVX2(SB), NOSPLIT, $64-40
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	MOVQ         astride+24(FP), BX
-	LEAQ         (BX)(BX*2), SI
-	VMOVDQU      iq3spread<>+0(SB), Y0
-	VMOVDQU      iq3bits<>+0(SB), Y1
-	VPBROADCASTD c32_01010101<>+0(SB), Y2
-	LEAQ         grid_iq3xxsGrid<>+0(SB), DI
-	VXORPS       X3, X3, X3
-	VXORPS       X4, X4, X4
-	VXORPS       X5, X5, X5
-	VXORPS       X6, X6, X6
-	TESTQ        DX, DX
-	JZ           donedotIQ3_XXSx4AVX2
+TEXT ·dotIQ3_XXSx4AVX2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq3xxsGrid<>+0(SB), DI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ3_XXSx4AVX2
 
 loopdotIQ3_XXSx4AVX2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPXOR        Y8, Y8, Y8
-	VPXOR        Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VMOVDQU      66(AX), Y11
-	VPSRLD       $0x1c, Y11, Y12
-	VPADDD       Y12, Y12, Y12
-	VPOR         v32_00000001<>+0(SB), Y12, Y12
-	VPSLLD       $0x10, Y12, Y13
-	VPOR         Y13, Y12, Y12
-	VMOVDQU      Y12, 32(SP)
-	VPAND        v32_00003fff<>+0(SB), Y11, Y12
-	VPSLLD       $0x02, Y11, Y11
-	VPAND        v32_3fff0000<>+0(SB), Y11, Y11
-	VPOR         Y11, Y12, Y12
-	VPAND        v32_007f007f<>+0(SB), Y12, Y13
-	VPSLLD       $0x01, Y12, Y11
-	VPAND        v32_7f007f00<>+0(SB), Y11, Y11
-	VPOR         Y11, Y13, Y13
-	VPSRLD       $0x04, Y13, Y12
-	VPXOR        Y13, Y12, Y12
-	VPSRLD       $0x02, Y12, Y11
-	VPXOR        Y11, Y12, Y12
-	VPSRLD       $0x01, Y12, Y11
-	VPXOR        Y11, Y12, Y12
-	VPAND        v32_01010101<>+0(SB), Y12, Y12
-	VPSLLD       $0x07, Y12, Y12
-	VPOR         Y12, Y13, Y13
-	VMOVDQU      Y13, (SP)
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    2(AX), Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
+	VMOVDQU      66(AX), Y8
+	VPAND        v32_00003fff<>+0(SB), Y8, Y9
+	VPSLLD       $0x02, Y8, Y10
+	VPAND        v32_3fff0000<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPAND        v32_007f007f<>+0(SB), Y9, Y11
+	VPSLLD       $0x01, Y9, Y10
+	VPAND        v32_7f007f00<>+0(SB), Y10, Y10
+	VPOR         Y10, Y11, Y11
+	VMOVDQU      iq2par<>+0(SB), Y12
+	VPAND        v32_0f0f0f0f<>+0(SB), Y11, Y9
+	VPSRLD       $0x04, Y11, Y10
+	VPAND        v32_0f0f0f0f<>+0(SB), Y10, Y10
+	VPSHUFB      Y9, Y12, Y9
+	VPSHUFB      Y10, Y12, Y10
+	VPXOR        Y10, Y9, Y9
+	VPOR         Y9, Y11, Y11
+	VMOVDQU      Y11, (SP)
+	VPSRLD       $0x1c, Y8, Y8
+	VPADDD       Y8, Y8, Y8
+	VPOR         v32_00000001<>+0(SB), Y8, Y8
+	VPSLLD       $0x10, Y8, Y9
+	VPOR         Y9, Y8, Y8
+	VPERMQ       $0x44, Y8, Y9
+	VPERMQ       $0xee, Y8, Y8
+	MOVBLZX      2(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	MOVBLZX      3(AX), R8
+	VPINSRD      $0x01, (DI)(R8*4), X10, X10
+	MOVBLZX      4(AX), R8
+	VPINSRD      $0x02, (DI)(R8*4), X10, X10
+	MOVBLZX      5(AX), R8
+	VPINSRD      $0x03, (DI)(R8*4), X10, X10
+	MOVBLZX      6(AX), R8
+	VPBROADCASTD (DI)(R8*4), X11
+	MOVBLZX      7(AX), R8
+	VPINSRD      $0x01, (DI)(R8*4), X11, X11
+	MOVBLZX      8(AX), R8
+	VPINSRD      $0x02, (DI)(R8*4), X11, X11
+	MOVBLZX      9(AX), R8
+	VPINSRD      $0x03, (DI)(R8*4), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0x00, Y9, Y11
 	VPBROADCASTD (SP), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 32(SP), Y12
-	VMOVDQU      4(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      4(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      4(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      4(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    10(AX), Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y10, Y10
+	VMOVDQU      4(CX), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y10, Y10
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y10, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVBLZX      10(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	MOVBLZX      11(AX), R8
+	VPINSRD      $0x01, (DI)(R8*4), X10, X10
+	MOVBLZX      12(AX), R8
+	VPINSRD      $0x02, (DI)(R8*4), X10, X10
+	MOVBLZX      13(AX), R8
+	VPINSRD      $0x03, (DI)(R8*4), X10, X10
+	MOVBLZX      14(AX), R8
+	VPBROADCASTD (DI)(R8*4), X11
+	MOVBLZX      15(AX), R8
+	VPINSRD      $0x01, (DI)(R8*4), X11, X11
+	MOVBLZX      16(AX), R8
+	VPINSRD      $0x02, (DI)(R8*4), X11, X11
+	MOVBLZX      17(AX), R8
+	VPINSRD      $0x03, (DI)(R8*4), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0x55, Y9, Y11
 	VPBROADCASTD 4(SP), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 36(SP), Y12
-	VMOVDQU      36(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      36(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      36(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      36(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    18(AX), Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y10, Y10
+	VMOVDQU      36(CX), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y10, Y10
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y10, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVBLZX      18(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	MOVBLZX      19(AX), R8
+	VPINSRD      $0x01, (DI)(R8*4), X10, X10
+	MOVBLZX      20(AX), R8
+	VPINSRD      $0x02, (DI)(R8*4), X10, X10
+	MOVBLZX      21(AX), R8
+	VPINSRD      $0x03, (DI)(R8*4), X10, X10
+	MOVBLZX      22(AX), R8
+	VPBROADCASTD (DI)(R8*4), X11
+	MOVBLZX      23(AX), R8
+	VPINSRD      $0x01, (DI)(R8*4), X11, X11
+	MOVBLZX      24(AX), R8
+	VPINSRD      $0x02, (DI)(R8*4), X11, X11
+	MOVBLZX      25(AX), R8
+	VPINSRD      $0x03, (DI)(R8*4), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0xaa, Y9, Y11
 	VPBROADCASTD 8(SP), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 40(SP), Y12
-	VMOVDQU      68(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      68(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      68(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      68(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    26(AX), Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 12(SP), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 44(SP), Y12
-	VMOVDQU      100(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      100(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      100(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      100(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    34(AX), Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 16(SP), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 48(SP), Y12
-	VMOVDQU      132(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      132(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      132(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      132(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    42(AX), Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 20(SP), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 52(SP), Y12
-	VMOVDQU      164(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      164(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      164(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      164(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    50(AX), Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 24(SP), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 56(SP), Y12
-	VMOVDQU      196(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      196(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      196(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      196(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    58(AX), Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 28(SP), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 60(SP), Y12
-	VMOVDQU      228(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      228(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      228(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      228(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPBROADCASTW (AX), X11
-	VCVTPH2PS    X11, X11
-	VEXTRACTF128 $0x01, Y7, X12
-	VPADDD       X12, X7, X7
-	VPSHUFD      $0x4e, X7, X12
-	VPADDD       X12, X7, X7
-	VPSHUFD      $0xb1, X7, X12
-	VPADDD       X12, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       (CX), X11, X12
-	VMULSS       X12, X7, X7
-	VADDSS       X7, X3, X3
-	VEXTRACTF128 $0x01, Y8, X7
-	VPADDD       X7, X8, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       (CX)(BX*1), X11, X8
-	VMULSS       X8, X7, X7
-	VADDSS       X7, X4, X4
-	VEXTRACTF128 $0x01, Y9, X7
-	VPADDD       X7, X9, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       (CX)(BX*2), X11, X8
-	VMULSS       X8, X7, X7
-	VADDSS       X7, X5, X5
-	VEXTRACTF128 $0x01, Y10, X7
-	VPADDD       X7, X10, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       (CX)(SI*1), X11, X8
-	VMULSS       X8, X7, X7
-	VADDSS       X7, X6, X6
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y10, Y10
+	VMOVDQU      68(CX), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y10, Y10
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y10, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVBLZX      26(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	MOVBLZX      27(AX), R8
+	VPINSRD      $0x01, (DI)(R8*4), X10, X10
+	MOVBLZX      28(AX), R8
+	VPINSRD      $0x02, (DI)(R8*4), X10, X10
+	MOVBLZX      29(AX), R8
+	VPINSRD      $0x03, (DI)(R8*4), X10, X10
+	MOVBLZX      30(AX), R8
+	VPBROADCASTD (DI)(R8*4), X11
+	MOVBLZX      31(AX), R8
+	VPINSRD      $0x01, (DI)(R8*4), X11, X11
+	MOVBLZX      32(AX), R8
+	VPINSRD      $0x02, (DI)(R8*4), X11, X11
+	MOVBLZX      33(AX), R8
+	VPINSRD      $0x03, (DI)(R8*4), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0xff, Y9, Y9
+	VPBROADCASTD 12(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y10, Y10
+	VMOVDQU      100(CX), Y11
+	VPSIGNB      Y11, Y10, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y10, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y10, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y10, Y10
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVBLZX      34(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y9
+	MOVBLZX      35(AX), R8
+	VPINSRD      $0x01, (DI)(R8*4), X9, X9
+	MOVBLZX      36(AX), R8
+	VPINSRD      $0x02, (DI)(R8*4), X9, X9
+	MOVBLZX      37(AX), R8
+	VPINSRD      $0x03, (DI)(R8*4), X9, X9
+	MOVBLZX      38(AX), R8
+	VPBROADCASTD (DI)(R8*4), X10
+	MOVBLZX      39(AX), R8
+	VPINSRD      $0x01, (DI)(R8*4), X10, X10
+	MOVBLZX      40(AX), R8
+	VPINSRD      $0x02, (DI)(R8*4), X10, X10
+	MOVBLZX      41(AX), R8
+	VPINSRD      $0x03, (DI)(R8*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPSHUFD      $0x00, Y8, Y10
+	VPBROADCASTD 16(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y9, Y9
+	VMOVDQU      132(CX), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      132(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      132(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y9, Y9
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y9, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVBLZX      42(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y9
+	MOVBLZX      43(AX), R8
+	VPINSRD      $0x01, (DI)(R8*4), X9, X9
+	MOVBLZX      44(AX), R8
+	VPINSRD      $0x02, (DI)(R8*4), X9, X9
+	MOVBLZX      45(AX), R8
+	VPINSRD      $0x03, (DI)(R8*4), X9, X9
+	MOVBLZX      46(AX), R8
+	VPBROADCASTD (DI)(R8*4), X10
+	MOVBLZX      47(AX), R8
+	VPINSRD      $0x01, (DI)(R8*4), X10, X10
+	MOVBLZX      48(AX), R8
+	VPINSRD      $0x02, (DI)(R8*4), X10, X10
+	MOVBLZX      49(AX), R8
+	VPINSRD      $0x03, (DI)(R8*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPSHUFD      $0x55, Y8, Y10
+	VPBROADCASTD 20(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y9, Y9
+	VMOVDQU      164(CX), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y9, Y9
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y9, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVBLZX      50(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y9
+	MOVBLZX      51(AX), R8
+	VPINSRD      $0x01, (DI)(R8*4), X9, X9
+	MOVBLZX      52(AX), R8
+	VPINSRD      $0x02, (DI)(R8*4), X9, X9
+	MOVBLZX      53(AX), R8
+	VPINSRD      $0x03, (DI)(R8*4), X9, X9
+	MOVBLZX      54(AX), R8
+	VPBROADCASTD (DI)(R8*4), X10
+	MOVBLZX      55(AX), R8
+	VPINSRD      $0x01, (DI)(R8*4), X10, X10
+	MOVBLZX      56(AX), R8
+	VPINSRD      $0x02, (DI)(R8*4), X10, X10
+	MOVBLZX      57(AX), R8
+	VPINSRD      $0x03, (DI)(R8*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPSHUFD      $0xaa, Y8, Y10
+	VPBROADCASTD 24(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y9, Y9
+	VMOVDQU      196(CX), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y9, Y9
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y9, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVBLZX      58(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y9
+	MOVBLZX      59(AX), R8
+	VPINSRD      $0x01, (DI)(R8*4), X9, X9
+	MOVBLZX      60(AX), R8
+	VPINSRD      $0x02, (DI)(R8*4), X9, X9
+	MOVBLZX      61(AX), R8
+	VPINSRD      $0x03, (DI)(R8*4), X9, X9
+	MOVBLZX      62(AX), R8
+	VPBROADCASTD (DI)(R8*4), X10
+	MOVBLZX      63(AX), R8
+	VPINSRD      $0x01, (DI)(R8*4), X10, X10
+	MOVBLZX      64(AX), R8
+	VPINSRD      $0x02, (DI)(R8*4), X10, X10
+	MOVBLZX      65(AX), R8
+	VPINSRD      $0x03, (DI)(R8*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPSHUFD      $0xff, Y8, Y8
+	VPBROADCASTD 28(SP), Y10
+	VPSHUFB      iq3spread<>+0(SB), Y10, Y10
+	VPAND        iq3bits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq3bits<>+0(SB), Y10, Y10
+	VPOR         v32_01010101<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VMOVDQU      228(CX), Y10
+	VPSIGNB      Y10, Y9, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPSIGNB      Y10, Y9, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPSIGNB      Y10, Y9, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y9, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, X8
+	VEXTRACTF128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0x4e, X4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0xb1, X4, X9
+	VPADDD       X9, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
+	VADDSS       X4, X0, X0
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
 	ADDQ         $0x00000062, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
 	JNZ          loopdotIQ3_XXSx4AVX2
 
 donedotIQ3_XXSx4AVX2:
+	VMULSS c32_3e800000<>+0(SB), X0, X0
+	VMULSS c32_3e800000<>+0(SB), X1, X1
+	VMULSS c32_3e800000<>+0(SB), X2, X2
 	VMULSS c32_3e800000<>+0(SB), X3, X3
-	VMULSS c32_3e800000<>+0(SB), X4, X4
-	VMULSS c32_3e800000<>+0(SB), X5, X5
-	VMULSS c32_3e800000<>+0(SB), X6, X6
 	MOVQ   out+32(FP), AX
-	VMOVSS X3, (AX)
-	VMOVSS X4, 4(AX)
-	VMOVSS X5, 8(AX)
-	VMOVSS X6, 12(AX)
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
 	VZEROUPPER
 	RET
 
 // func dotIQ3_Sx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotIQ3_Sx4AVX2(SB), NOSPLIT, $64-40
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	MOVQ         astride+24(FP), BX
-	LEAQ         (BX)(BX*2), SI
-	VMOVDQU      iq3spread<>+0(SB), Y0
-	VMOVDQU      iq3bits<>+0(SB), Y1
-	VPBROADCASTD c32_01010101<>+0(SB), Y2
-	LEAQ         grid_iq3sGrid<>+0(SB), DI
-	VXORPS       X3, X3, X3
-	VXORPS       X4, X4, X4
-	VXORPS       X5, X5, X5
-	VXORPS       X6, X6, X6
-	TESTQ        DX, DX
-	JZ           donedotIQ3_Sx4AVX2
+TEXT ·dotIQ3_Sx4AVX2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq3sGrid<>+0(SB), DI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ3_Sx4AVX2
 
 loopdotIQ3_Sx4AVX2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPXOR        Y8, Y8, Y8
-	VPXOR        Y9, Y9, Y9
+	VPBROADCASTD 106(AX), Y8
+	VPSRLVD      iq3sls<>+0(SB), Y8, Y8
+	VPAND        v32_0000000f<>+0(SB), Y8, Y8
+	VPADDD       Y8, Y8, Y8
+	VPOR         v32_00000001<>+0(SB), Y8, Y8
+	VPSLLD       $0x10, Y8, Y9
+	VPOR         Y9, Y8, Y8
+	VPERMQ       $0x44, Y8, Y9
+	VPERMQ       $0xee, Y8, Y8
 	VPXOR        Y10, Y10, Y10
-	VPBROADCASTD 106(AX), Y11
-	VPSRLVD      iq3sls<>+0(SB), Y11, Y11
-	VPAND        v32_0000000f<>+0(SB), Y11, Y11
-	VPADDD       Y11, Y11, Y11
-	VPOR         v32_00000001<>+0(SB), Y11, Y11
-	VPSLLD       $0x10, Y11, Y12
-	VPOR         Y12, Y11, Y11
-	VMOVDQU      Y11, 32(SP)
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    2(AX), Y13
-	VPBROADCASTD 66(AX), Y14
-	VPSLLVD      iq3shbit<>+0(SB), Y14, Y14
-	VPAND        v32_00000100<>+0(SB), Y14, Y14
-	VPOR         Y14, Y13, Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
+	VPCMPEQD     Y11, Y11, Y11
+	VPMOVZXBD    2(AX), Y12
+	VPBROADCASTD 66(AX), Y13
+	VPSLLVD      iq3shbit<>+0(SB), Y13, Y13
+	VPAND        v32_00000100<>+0(SB), Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPGATHERDD   Y11, (DI)(Y12*4), Y10
+	VPSHUFD      $0x00, Y9, Y11
 	VPBROADCASTD 74(AX), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 32(SP), Y12
-	VMOVDQU      4(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      4(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      4(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      4(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    10(AX), Y13
-	VPBROADCASTD 67(AX), Y14
-	VPSLLVD      iq3shbit<>+0(SB), Y14, Y14
-	VPAND        v32_00000100<>+0(SB), Y14, Y14
-	VPOR         Y14, Y13, Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y10, Y10
+	VMOVDQU      4(CX), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y10, Y10
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y10, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPXOR        Y10, Y10, Y10
+	VPCMPEQD     Y11, Y11, Y11
+	VPMOVZXBD    10(AX), Y12
+	VPBROADCASTD 67(AX), Y13
+	VPSLLVD      iq3shbit<>+0(SB), Y13, Y13
+	VPAND        v32_00000100<>+0(SB), Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPGATHERDD   Y11, (DI)(Y12*4), Y10
+	VPSHUFD      $0x55, Y9, Y11
 	VPBROADCASTD 78(AX), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 36(SP), Y12
-	VMOVDQU      36(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      36(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      36(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      36(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    18(AX), Y13
-	VPBROADCASTD 68(AX), Y14
-	VPSLLVD      iq3shbit<>+0(SB), Y14, Y14
-	VPAND        v32_00000100<>+0(SB), Y14, Y14
-	VPOR         Y14, Y13, Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y10, Y10
+	VMOVDQU      36(CX), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y10, Y10
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y10, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPXOR        Y10, Y10, Y10
+	VPCMPEQD     Y11, Y11, Y11
+	VPMOVZXBD    18(AX), Y12
+	VPBROADCASTD 68(AX), Y13
+	VPSLLVD      iq3shbit<>+0(SB), Y13, Y13
+	VPAND        v32_00000100<>+0(SB), Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPGATHERDD   Y11, (DI)(Y12*4), Y10
+	VPSHUFD      $0xaa, Y9, Y11
 	VPBROADCASTD 82(AX), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 40(SP), Y12
-	VMOVDQU      68(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      68(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      68(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      68(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    26(AX), Y13
-	VPBROADCASTD 69(AX), Y14
-	VPSLLVD      iq3shbit<>+0(SB), Y14, Y14
-	VPAND        v32_00000100<>+0(SB), Y14, Y14
-	VPOR         Y14, Y13, Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 86(AX), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 44(SP), Y12
-	VMOVDQU      100(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      100(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      100(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      100(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    34(AX), Y13
-	VPBROADCASTD 70(AX), Y14
-	VPSLLVD      iq3shbit<>+0(SB), Y14, Y14
-	VPAND        v32_00000100<>+0(SB), Y14, Y14
-	VPOR         Y14, Y13, Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 90(AX), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 48(SP), Y12
-	VMOVDQU      132(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      132(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      132(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      132(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    42(AX), Y13
-	VPBROADCASTD 71(AX), Y14
-	VPSLLVD      iq3shbit<>+0(SB), Y14, Y14
-	VPAND        v32_00000100<>+0(SB), Y14, Y14
-	VPOR         Y14, Y13, Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 94(AX), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 52(SP), Y12
-	VMOVDQU      164(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      164(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      164(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      164(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    50(AX), Y13
-	VPBROADCASTD 72(AX), Y14
-	VPSLLVD      iq3shbit<>+0(SB), Y14, Y14
-	VPAND        v32_00000100<>+0(SB), Y14, Y14
-	VPOR         Y14, Y13, Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 98(AX), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 56(SP), Y12
-	VMOVDQU      196(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      196(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      196(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      196(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    58(AX), Y13
-	VPBROADCASTD 73(AX), Y14
-	VPSLLVD      iq3shbit<>+0(SB), Y14, Y14
-	VPAND        v32_00000100<>+0(SB), Y14, Y14
-	VPOR         Y14, Y13, Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 102(AX), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 60(SP), Y12
-	VMOVDQU      228(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      228(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      228(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      228(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPBROADCASTW (AX), X11
-	VCVTPH2PS    X11, X11
-	VEXTRACTF128 $0x01, Y7, X12
-	VPADDD       X12, X7, X7
-	VPSHUFD      $0x4e, X7, X12
-	VPADDD       X12, X7, X7
-	VPSHUFD      $0xb1, X7, X12
-	VPADDD       X12, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       (CX), X11, X12
-	VMULSS       X12, X7, X7
-	VADDSS       X7, X3, X3
-	VEXTRACTF128 $0x01, Y8, X7
-	VPADDD       X7, X8, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       (CX)(BX*1), X11, X8
-	VMULSS       X8, X7, X7
-	VADDSS       X7, X4, X4
-	VEXTRACTF128 $0x01, Y9, X7
-	VPADDD       X7, X9, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       (CX)(BX*2), X11, X8
-	VMULSS       X8, X7, X7
-	VADDSS       X7, X5, X5
-	VEXTRACTF128 $0x01, Y10, X7
-	VPADDD       X7, X10, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       (CX)(SI*1), X11, X8
-	VMULSS       X8, X7, X7
-	VADDSS       X7, X6, X6
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y10, Y10
+	VMOVDQU      68(CX), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y10, Y10
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y10, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPXOR        Y10, Y10, Y10
+	VPCMPEQD     Y11, Y11, Y11
+	VPMOVZXBD    26(AX), Y12
+	VPBROADCASTD 69(AX), Y13
+	VPSLLVD      iq3shbit<>+0(SB), Y13, Y13
+	VPAND        v32_00000100<>+0(SB), Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPGATHERDD   Y11, (DI)(Y12*4), Y10
+	VPSHUFD      $0xff, Y9, Y9
+	VPBROADCASTD 86(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y10, Y10
+	VMOVDQU      100(CX), Y11
+	VPSIGNB      Y11, Y10, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y10, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y10, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y10, Y10
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPXOR        Y9, Y9, Y9
+	VPCMPEQD     Y10, Y10, Y10
+	VPMOVZXBD    34(AX), Y11
+	VPBROADCASTD 70(AX), Y12
+	VPSLLVD      iq3shbit<>+0(SB), Y12, Y12
+	VPAND        v32_00000100<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPGATHERDD   Y10, (DI)(Y11*4), Y9
+	VPSHUFD      $0x00, Y8, Y10
+	VPBROADCASTD 90(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y9, Y9
+	VMOVDQU      132(CX), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      132(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      132(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y9, Y9
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y9, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPXOR        Y9, Y9, Y9
+	VPCMPEQD     Y10, Y10, Y10
+	VPMOVZXBD    42(AX), Y11
+	VPBROADCASTD 71(AX), Y12
+	VPSLLVD      iq3shbit<>+0(SB), Y12, Y12
+	VPAND        v32_00000100<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPGATHERDD   Y10, (DI)(Y11*4), Y9
+	VPSHUFD      $0x55, Y8, Y10
+	VPBROADCASTD 94(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y9, Y9
+	VMOVDQU      164(CX), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y9, Y9
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y9, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPXOR        Y9, Y9, Y9
+	VPCMPEQD     Y10, Y10, Y10
+	VPMOVZXBD    50(AX), Y11
+	VPBROADCASTD 72(AX), Y12
+	VPSLLVD      iq3shbit<>+0(SB), Y12, Y12
+	VPAND        v32_00000100<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPGATHERDD   Y10, (DI)(Y11*4), Y9
+	VPSHUFD      $0xaa, Y8, Y10
+	VPBROADCASTD 98(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y9, Y9
+	VMOVDQU      196(CX), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y9, Y9
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y9, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPXOR        Y9, Y9, Y9
+	VPCMPEQD     Y10, Y10, Y10
+	VPMOVZXBD    58(AX), Y11
+	VPBROADCASTD 73(AX), Y12
+	VPSLLVD      iq3shbit<>+0(SB), Y12, Y12
+	VPAND        v32_00000100<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPGATHERDD   Y10, (DI)(Y11*4), Y9
+	VPSHUFD      $0xff, Y8, Y8
+	VPBROADCASTD 102(AX), Y10
+	VPSHUFB      iq3spread<>+0(SB), Y10, Y10
+	VPAND        iq3bits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq3bits<>+0(SB), Y10, Y10
+	VPOR         v32_01010101<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VMOVDQU      228(CX), Y10
+	VPSIGNB      Y10, Y9, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPSIGNB      Y10, Y9, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPSIGNB      Y10, Y9, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y9, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, X8
+	VEXTRACTF128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0x4e, X4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0xb1, X4, X9
+	VPADDD       X9, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
+	VADDSS       X4, X0, X0
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
 	ADDQ         $0x0000006e, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
@@ -18004,16 +30198,16 @@ loopdotIQ3_Sx4AVX2:
 
 donedotIQ3_Sx4AVX2:
 	MOVQ   out+32(FP), AX
-	VMOVSS X3, (AX)
-	VMOVSS X4, 4(AX)
-	VMOVSS X5, 8(AX)
-	VMOVSS X6, 12(AX)
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
 	VZEROUPPER
 	RET
 
 // func dotIQ1_Sx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotIQ1_Sx4AVX2(SB), NOSPLIT, $96-40
+TEXT ·dotIQ1_Sx4AVX2(SB), NOSPLIT, $32-40
 	MOVQ   w+0(FP), AX
 	MOVQ   a+8(FP), CX
 	MOVQ   nb+16(FP), DX
@@ -18045,201 +30239,350 @@ loopdotIQ1_Sx4AVX2:
 	VPSUBD       Y10, Y8, Y8
 	VPSLLD       $0x10, Y8, Y10
 	VPOR         Y10, Y8, Y8
-	VMOVDQU      Y8, 64(SP)
+	VMOVDQU      Y8, (SP)
 	VPSLLD       $0x10, Y9, Y8
 	VPOR         Y8, Y9, Y9
-	VMOVDQU      Y9, (SP)
-	VPMOVZXBD    2(AX), Y8
-	VPBROADCASTD 34(AX), Y9
-	VPSRLVD      iq1sshift<>+0(SB), Y9, Y9
-	VPAND        v32_00000007<>+0(SB), Y9, Y9
-	VPSLLD       $0x08, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y10, Y10, Y10
-	VPGATHERDQ   Y10, (DI)(X8*8), Y9
-	VPBROADCASTD (SP), Y10
-	VMOVDQU      4(CX), Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
+	VPERMQ       $0x44, Y9, Y8
+	VPERMQ       $0xee, Y9, Y9
+	MOVWLZX      34(AX), R8
+	MOVBLZX      2(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000700, R10
+	ORL          R10, R9
+	MOVBLZX      3(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x05, R11
+	ANDL         $0x00000700, R11
+	ORL          R11, R10
+	MOVBLZX      4(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x02, R12
+	ANDL         $0x00000700, R12
+	ORL          R12, R11
+	MOVBLZX      5(AX), R12
+	SHRL         $0x01, R8
+	ANDL         $0x00000700, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y10
+	VPINSRQ      $0x01, (DI)(R10*8), X10, X10
+	VPBROADCASTQ (DI)(R11*8), X11
+	VPINSRQ      $0x01, (DI)(R12*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0x00, Y8, Y11
+	VMOVDQU      4(CX), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      36(AX), R8
+	MOVBLZX      6(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000700, R10
+	ORL          R10, R9
+	MOVBLZX      7(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x05, R11
+	ANDL         $0x00000700, R11
+	ORL          R11, R10
+	MOVBLZX      8(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x02, R12
+	ANDL         $0x00000700, R12
+	ORL          R12, R11
+	MOVBLZX      9(AX), R12
+	SHRL         $0x01, R8
+	ANDL         $0x00000700, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y10
+	VPINSRQ      $0x01, (DI)(R10*8), X10, X10
+	VPBROADCASTQ (DI)(R11*8), X11
+	VPINSRQ      $0x01, (DI)(R12*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0x55, Y8, Y11
+	VMOVDQU      36(CX), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      38(AX), R8
+	MOVBLZX      10(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000700, R10
+	ORL          R10, R9
+	MOVBLZX      11(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x05, R11
+	ANDL         $0x00000700, R11
+	ORL          R11, R10
+	MOVBLZX      12(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x02, R12
+	ANDL         $0x00000700, R12
+	ORL          R12, R11
+	MOVBLZX      13(AX), R12
+	SHRL         $0x01, R8
+	ANDL         $0x00000700, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y10
+	VPINSRQ      $0x01, (DI)(R10*8), X10, X10
+	VPBROADCASTQ (DI)(R11*8), X11
+	VPINSRQ      $0x01, (DI)(R12*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0xaa, Y8, Y11
+	VMOVDQU      68(CX), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      40(AX), R8
+	MOVBLZX      14(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000700, R10
+	ORL          R10, R9
+	MOVBLZX      15(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x05, R11
+	ANDL         $0x00000700, R11
+	ORL          R11, R10
+	MOVBLZX      16(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x02, R12
+	ANDL         $0x00000700, R12
+	ORL          R12, R11
+	MOVBLZX      17(AX), R12
+	SHRL         $0x01, R8
+	ANDL         $0x00000700, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y10
+	VPINSRQ      $0x01, (DI)(R10*8), X10, X10
+	VPBROADCASTQ (DI)(R11*8), X11
+	VPINSRQ      $0x01, (DI)(R12*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0xff, Y8, Y8
+	VMOVDQU      100(CX), Y11
+	VPMADDUBSW   Y11, Y10, Y11
+	VPMADDWD     Y8, Y11, Y11
 	VPADDD       Y11, Y4, Y4
-	VMOVDQU      4(CX)(BX*1), Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
+	VMOVDQU      100(CX)(BX*1), Y11
+	VPMADDUBSW   Y11, Y10, Y11
+	VPMADDWD     Y8, Y11, Y11
 	VPADDD       Y11, Y5, Y5
-	VMOVDQU      4(CX)(BX*2), Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
+	VMOVDQU      100(CX)(BX*2), Y11
+	VPMADDUBSW   Y11, Y10, Y11
+	VPMADDWD     Y8, Y11, Y11
 	VPADDD       Y11, Y6, Y6
-	VMOVDQU      4(CX)(SI*1), Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
+	VMOVDQU      100(CX)(SI*1), Y11
+	VPMADDUBSW   Y11, Y10, Y11
+	VPMADDWD     Y8, Y11, Y11
 	VPADDD       Y11, Y7, Y7
-	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y10, Y10, Y10
-	VEXTRACTI128 $0x01, Y8, X8
-	VPGATHERDQ   Y10, (DI)(X8*8), Y9
-	VPBROADCASTD 4(SP), Y8
-	VMOVDQU      36(CX), Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VMOVDQU      36(CX)(BX*1), Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VMOVDQU      36(CX)(BX*2), Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VMOVDQU      36(CX)(SI*1), Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y7, Y7
-	VPMOVZXBD    10(AX), Y8
-	VPBROADCASTD 38(AX), Y9
-	VPSRLVD      iq1sshift<>+0(SB), Y9, Y9
-	VPAND        v32_00000007<>+0(SB), Y9, Y9
-	VPSLLD       $0x08, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y10, Y10, Y10
-	VPGATHERDQ   Y10, (DI)(X8*8), Y9
-	VPBROADCASTD 8(SP), Y10
-	VMOVDQU      68(CX), Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      68(CX)(BX*1), Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VMOVDQU      68(CX)(BX*2), Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y6, Y6
-	VMOVDQU      68(CX)(SI*1), Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y7, Y7
-	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y10, Y10, Y10
-	VEXTRACTI128 $0x01, Y8, X8
-	VPGATHERDQ   Y10, (DI)(X8*8), Y9
-	VPBROADCASTD 12(SP), Y8
-	VMOVDQU      100(CX), Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VMOVDQU      100(CX)(BX*1), Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VMOVDQU      100(CX)(BX*2), Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VMOVDQU      100(CX)(SI*1), Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y7, Y7
-	VPMOVZXBD    18(AX), Y8
-	VPBROADCASTD 42(AX), Y9
-	VPSRLVD      iq1sshift<>+0(SB), Y9, Y9
-	VPAND        v32_00000007<>+0(SB), Y9, Y9
-	VPSLLD       $0x08, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y10, Y10, Y10
-	VPGATHERDQ   Y10, (DI)(X8*8), Y9
-	VPBROADCASTD 16(SP), Y10
+	MOVWLZX      42(AX), R8
+	MOVBLZX      18(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000700, R10
+	ORL          R10, R9
+	MOVBLZX      19(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x05, R11
+	ANDL         $0x00000700, R11
+	ORL          R11, R10
+	MOVBLZX      20(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x02, R12
+	ANDL         $0x00000700, R12
+	ORL          R12, R11
+	MOVBLZX      21(AX), R12
+	SHRL         $0x01, R8
+	ANDL         $0x00000700, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPINSRQ      $0x01, (DI)(R10*8), X8, X8
+	VPBROADCASTQ (DI)(R11*8), X10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0x00, Y9, Y10
 	VMOVDQU      132(CX), Y11
-	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDUBSW   Y11, Y8, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y4, Y4
 	VMOVDQU      132(CX)(BX*1), Y11
-	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDUBSW   Y11, Y8, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y5, Y5
 	VMOVDQU      132(CX)(BX*2), Y11
-	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDUBSW   Y11, Y8, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y6, Y6
 	VMOVDQU      132(CX)(SI*1), Y11
-	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDUBSW   Y11, Y8, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y7, Y7
-	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y10, Y10, Y10
-	VEXTRACTI128 $0x01, Y8, X8
-	VPGATHERDQ   Y10, (DI)(X8*8), Y9
-	VPBROADCASTD 20(SP), Y8
-	VMOVDQU      164(CX), Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VMOVDQU      164(CX)(BX*1), Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VMOVDQU      164(CX)(BX*2), Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VMOVDQU      164(CX)(SI*1), Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y7, Y7
-	VPMOVZXBD    26(AX), Y8
-	VPBROADCASTD 46(AX), Y9
-	VPSRLVD      iq1sshift<>+0(SB), Y9, Y9
-	VPAND        v32_00000007<>+0(SB), Y9, Y9
-	VPSLLD       $0x08, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y10, Y10, Y10
-	VPGATHERDQ   Y10, (DI)(X8*8), Y9
-	VPBROADCASTD 24(SP), Y10
+	MOVWLZX      44(AX), R8
+	MOVBLZX      22(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000700, R10
+	ORL          R10, R9
+	MOVBLZX      23(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x05, R11
+	ANDL         $0x00000700, R11
+	ORL          R11, R10
+	MOVBLZX      24(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x02, R12
+	ANDL         $0x00000700, R12
+	ORL          R12, R11
+	MOVBLZX      25(AX), R12
+	SHRL         $0x01, R8
+	ANDL         $0x00000700, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPINSRQ      $0x01, (DI)(R10*8), X8, X8
+	VPBROADCASTQ (DI)(R11*8), X10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0x55, Y9, Y10
+	VMOVDQU      164(CX), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      46(AX), R8
+	MOVBLZX      26(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000700, R10
+	ORL          R10, R9
+	MOVBLZX      27(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x05, R11
+	ANDL         $0x00000700, R11
+	ORL          R11, R10
+	MOVBLZX      28(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x02, R12
+	ANDL         $0x00000700, R12
+	ORL          R12, R11
+	MOVBLZX      29(AX), R12
+	SHRL         $0x01, R8
+	ANDL         $0x00000700, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPINSRQ      $0x01, (DI)(R10*8), X8, X8
+	VPBROADCASTQ (DI)(R11*8), X10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0xaa, Y9, Y10
 	VMOVDQU      196(CX), Y11
-	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDUBSW   Y11, Y8, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y4, Y4
 	VMOVDQU      196(CX)(BX*1), Y11
-	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDUBSW   Y11, Y8, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y5, Y5
 	VMOVDQU      196(CX)(BX*2), Y11
-	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDUBSW   Y11, Y8, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y6, Y6
 	VMOVDQU      196(CX)(SI*1), Y11
-	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDUBSW   Y11, Y8, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y7, Y7
-	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y10, Y10, Y10
-	VEXTRACTI128 $0x01, Y8, X8
-	VPGATHERDQ   Y10, (DI)(X8*8), Y9
-	VPBROADCASTD 28(SP), Y8
+	MOVWLZX      48(AX), R8
+	MOVBLZX      30(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000700, R10
+	ORL          R10, R9
+	MOVBLZX      31(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x05, R11
+	ANDL         $0x00000700, R11
+	ORL          R11, R10
+	MOVBLZX      32(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x02, R12
+	ANDL         $0x00000700, R12
+	ORL          R12, R11
+	MOVBLZX      33(AX), R12
+	SHRL         $0x01, R8
+	ANDL         $0x00000700, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPINSRQ      $0x01, (DI)(R10*8), X8, X8
+	VPBROADCASTQ (DI)(R11*8), X10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0xff, Y9, Y9
 	VMOVDQU      228(CX), Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y8, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y4, Y4
 	VMOVDQU      228(CX)(BX*1), Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y8, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y5, Y5
 	VMOVDQU      228(CX)(BX*2), Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y8, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y6, Y6
 	VMOVDQU      228(CX)(SI*1), Y10
-	VPMADDUBSW   Y10, Y9, Y10
-	VPMADDWD     Y8, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y7, Y7
 	VPBROADCASTW (AX), X8
 	VCVTPH2PS    X8, X8
-	VMOVDQU      64(SP), Y9
+	VMOVDQU      (SP), Y9
 	VPMADDWD     260(CX), Y9, Y9
 	VPSUBD       Y9, Y4, Y4
 	VEXTRACTF128 $0x01, Y4, X9
@@ -18253,7 +30596,7 @@ loopdotIQ1_Sx4AVX2:
 	VMULSS       (CX), X8, X9
 	VMULSS       X9, X4, X4
 	VADDSS       X4, X0, X0
-	VMOVDQU      64(SP), Y4
+	VMOVDQU      (SP), Y4
 	VPMADDWD     260(CX)(BX*1), Y4, Y4
 	VPSUBD       Y4, Y5, Y5
 	VEXTRACTF128 $0x01, Y5, X4
@@ -18267,7 +30610,7 @@ loopdotIQ1_Sx4AVX2:
 	VMULSS       (CX)(BX*1), X8, X5
 	VMULSS       X5, X4, X4
 	VADDSS       X4, X1, X1
-	VMOVDQU      64(SP), Y4
+	VMOVDQU      (SP), Y4
 	VPMADDWD     260(CX)(BX*2), Y4, Y4
 	VPSUBD       Y4, Y6, Y6
 	VEXTRACTF128 $0x01, Y6, X4
@@ -18281,7 +30624,7 @@ loopdotIQ1_Sx4AVX2:
 	VMULSS       (CX)(BX*2), X8, X5
 	VMULSS       X5, X4, X4
 	VADDSS       X4, X2, X2
-	VMOVDQU      64(SP), Y4
+	VMOVDQU      (SP), Y4
 	VPMADDWD     260(CX)(SI*1), Y4, Y4
 	VPSUBD       Y4, Y7, Y7
 	VEXTRACTF128 $0x01, Y7, X4
@@ -18311,13 +30654,13 @@ donedotIQ1_Sx4AVX2:
 
 // func dotIQ1_Mx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotIQ1_Mx4AVX2(SB), NOSPLIT, $96-40
+TEXT ·dotIQ1_Mx4AVX2(SB), NOSPLIT, $32-40
 	MOVQ   w+0(FP), AX
 	MOVQ   a+8(FP), CX
 	MOVQ   nb+16(FP), DX
 	MOVQ   astride+24(FP), BX
 	LEAQ   (BX)(BX*2), SI
-	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), DI
+	LEAQ   grid_iq1m_delta<>+0(SB), DI
 	VXORPS X0, X0, X0
 	VXORPS X1, X1, X1
 	VXORPS X2, X2, X2
@@ -18332,14 +30675,14 @@ loopdotIQ1_Mx4AVX2:
 	VPXOR        Y7, Y7, Y7
 	VPBROADCASTQ 48(AX), Y8
 	VPSHUFB      iq1mls0<>+0(SB), Y8, Y9
-	VPSRLVD      iq1mlsshift<>+0(SB), Y9, Y9
+	VPSRLVD      iq1mlsshift0<>+0(SB), Y9, Y9
 	VPAND        v32_00000007<>+0(SB), Y9, Y9
 	VPADDD       Y9, Y9, Y9
 	VPOR         v32_00000001<>+0(SB), Y9, Y9
 	VPSLLD       $0x10, Y9, Y10
 	VPOR         Y9, Y10, Y10
 	VPSHUFB      iq1mls1<>+0(SB), Y8, Y8
-	VPSRLVD      iq1mlsshift<>+0(SB), Y8, Y8
+	VPSRLVD      iq1mlsshift1<>+0(SB), Y8, Y8
 	VPAND        v32_00000007<>+0(SB), Y8, Y8
 	VPADDD       Y8, Y8, Y8
 	VPOR         v32_00000001<>+0(SB), Y8, Y8
@@ -18347,252 +30690,337 @@ loopdotIQ1_Mx4AVX2:
 	VPOR         Y8, Y11, Y11
 	VPACKUSDW    Y8, Y9, Y8
 	VPERMQ       $0xd8, Y8, Y8
+	VPSHUFB      iq1mcorr<>+0(SB), Y8, Y8
 	VPSLLW       $0x03, Y8, Y9
 	VPADDW       Y9, Y8, Y8
-	VMOVDQU      Y8, 64(SP)
-	VPMOVZXBD    (AX), Y8
-	VPBROADCASTD 32(AX), Y9
-	VPSRLVD      iq1mshift<>+0(SB), Y9, Y9
-	VPAND        v32_00000007<>+0(SB), Y9, Y9
-	VPSLLD       $0x08, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y12, Y12, Y12
-	VPGATHERDQ   Y12, (DI)(X8*8), Y9
-	VPBROADCASTW 32(AX), Y12
-	VPSHUFB      iq1mspread<>+0(SB), Y12, Y12
-	VPAND        iq1mbits<>+0(SB), Y12, Y12
-	VPCMPEQB     iq1mbits<>+0(SB), Y12, Y12
-	VPANDN       v32_02020202<>+0(SB), Y12, Y12
-	VPOR         Y9, Y12, Y12
-	VMOVDQU      iq1mpick0<>+0(SB), Y9
-	VPERMD       Y10, Y9, Y9
-	VMOVDQU      4(CX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPMADDWD     Y9, Y13, Y13
-	VPADDD       Y13, Y4, Y4
-	VMOVDQU      4(CX)(BX*1), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPMADDWD     Y9, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VMOVDQU      4(CX)(BX*2), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPMADDWD     Y9, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	VMOVDQU      4(CX)(SI*1), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPMADDWD     Y9, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y12, Y12, Y12
-	VEXTRACTI128 $0x01, Y8, X8
-	VPGATHERDQ   Y12, (DI)(X8*8), Y9
-	VPBROADCASTW 34(AX), Y8
-	VPSHUFB      iq1mspread<>+0(SB), Y8, Y8
-	VPAND        iq1mbits<>+0(SB), Y8, Y8
-	VPCMPEQB     iq1mbits<>+0(SB), Y8, Y8
-	VPANDN       v32_02020202<>+0(SB), Y8, Y8
-	VPOR         Y9, Y8, Y8
-	VMOVDQU      iq1mpick1<>+0(SB), Y9
-	VPERMD       Y10, Y9, Y9
+	VMOVDQU      Y8, (SP)
+	VPSHUFD      $0x00, Y10, Y8
+	MOVWLZX      32(AX), R8
+	MOVBLZX      (AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000f00, R10
+	ORL          R10, R9
+	MOVBLZX      1(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x04, R11
+	ANDL         $0x00000f00, R11
+	ORL          R11, R10
+	MOVBLZX      2(AX), R11
+	MOVL         R8, R12
+	ANDL         $0x00000f00, R12
+	ORL          R12, R11
+	MOVBLZX      3(AX), R12
+	SHRL         $0x04, R8
+	ANDL         $0x00000f00, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y9
+	VPINSRQ      $0x01, (DI)(R10*8), X9, X9
+	VPBROADCASTQ (DI)(R11*8), X12
+	VPINSRQ      $0x01, (DI)(R12*8), X12, X12
+	VINSERTI128  $0x01, X12, Y9, Y9
+	VMOVDQU      4(CX), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPSHUFD      $0x55, Y10, Y8
+	MOVWLZX      34(AX), R8
+	MOVBLZX      4(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000f00, R10
+	ORL          R10, R9
+	MOVBLZX      5(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x04, R11
+	ANDL         $0x00000f00, R11
+	ORL          R11, R10
+	MOVBLZX      6(AX), R11
+	MOVL         R8, R12
+	ANDL         $0x00000f00, R12
+	ORL          R12, R11
+	MOVBLZX      7(AX), R12
+	SHRL         $0x04, R8
+	ANDL         $0x00000f00, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y9
+	VPINSRQ      $0x01, (DI)(R10*8), X9, X9
+	VPBROADCASTQ (DI)(R11*8), X12
+	VPINSRQ      $0x01, (DI)(R12*8), X12, X12
+	VINSERTI128  $0x01, X12, Y9, Y9
 	VMOVDQU      36(CX), Y12
-	VPMADDUBSW   Y12, Y8, Y12
-	VPMADDWD     Y9, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y4, Y4
 	VMOVDQU      36(CX)(BX*1), Y12
-	VPMADDUBSW   Y12, Y8, Y12
-	VPMADDWD     Y9, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y5, Y5
 	VMOVDQU      36(CX)(BX*2), Y12
-	VPMADDUBSW   Y12, Y8, Y12
-	VPMADDWD     Y9, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y6, Y6
 	VMOVDQU      36(CX)(SI*1), Y12
-	VPMADDUBSW   Y12, Y8, Y12
-	VPMADDWD     Y9, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y7, Y7
-	VPMOVZXBD    8(AX), Y8
-	VPBROADCASTD 36(AX), Y9
-	VPSRLVD      iq1mshift<>+0(SB), Y9, Y9
-	VPAND        v32_00000007<>+0(SB), Y9, Y9
-	VPSLLD       $0x08, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y12, Y12, Y12
-	VPGATHERDQ   Y12, (DI)(X8*8), Y9
-	VPBROADCASTW 36(AX), Y12
-	VPSHUFB      iq1mspread<>+0(SB), Y12, Y12
-	VPAND        iq1mbits<>+0(SB), Y12, Y12
-	VPCMPEQB     iq1mbits<>+0(SB), Y12, Y12
-	VPANDN       v32_02020202<>+0(SB), Y12, Y12
-	VPOR         Y9, Y12, Y12
-	VMOVDQU      iq1mpick2<>+0(SB), Y9
-	VPERMD       Y10, Y9, Y9
-	VMOVDQU      68(CX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPMADDWD     Y9, Y13, Y13
-	VPADDD       Y13, Y4, Y4
-	VMOVDQU      68(CX)(BX*1), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPMADDWD     Y9, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VMOVDQU      68(CX)(BX*2), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPMADDWD     Y9, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	VMOVDQU      68(CX)(SI*1), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPMADDWD     Y9, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y12, Y12, Y12
-	VEXTRACTI128 $0x01, Y8, X8
-	VPGATHERDQ   Y12, (DI)(X8*8), Y9
-	VPBROADCASTW 38(AX), Y8
-	VPSHUFB      iq1mspread<>+0(SB), Y8, Y8
-	VPAND        iq1mbits<>+0(SB), Y8, Y8
-	VPCMPEQB     iq1mbits<>+0(SB), Y8, Y8
-	VPANDN       v32_02020202<>+0(SB), Y8, Y8
-	VPOR         Y9, Y8, Y8
-	VMOVDQU      iq1mpick3<>+0(SB), Y9
-	VPERMD       Y10, Y9, Y9
+	VPSHUFD      $0xaa, Y10, Y8
+	MOVWLZX      36(AX), R8
+	MOVBLZX      8(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000f00, R10
+	ORL          R10, R9
+	MOVBLZX      9(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x04, R11
+	ANDL         $0x00000f00, R11
+	ORL          R11, R10
+	MOVBLZX      10(AX), R11
+	MOVL         R8, R12
+	ANDL         $0x00000f00, R12
+	ORL          R12, R11
+	MOVBLZX      11(AX), R12
+	SHRL         $0x04, R8
+	ANDL         $0x00000f00, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y9
+	VPINSRQ      $0x01, (DI)(R10*8), X9, X9
+	VPBROADCASTQ (DI)(R11*8), X12
+	VPINSRQ      $0x01, (DI)(R12*8), X12, X12
+	VINSERTI128  $0x01, X12, Y9, Y9
+	VMOVDQU      68(CX), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPSHUFD      $0xff, Y10, Y8
+	MOVWLZX      38(AX), R8
+	MOVBLZX      12(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000f00, R10
+	ORL          R10, R9
+	MOVBLZX      13(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x04, R11
+	ANDL         $0x00000f00, R11
+	ORL          R11, R10
+	MOVBLZX      14(AX), R11
+	MOVL         R8, R12
+	ANDL         $0x00000f00, R12
+	ORL          R12, R11
+	MOVBLZX      15(AX), R12
+	SHRL         $0x04, R8
+	ANDL         $0x00000f00, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y9
+	VPINSRQ      $0x01, (DI)(R10*8), X9, X9
+	VPBROADCASTQ (DI)(R11*8), X10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
 	VMOVDQU      100(CX), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
 	VPADDD       Y10, Y4, Y4
 	VMOVDQU      100(CX)(BX*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
 	VPADDD       Y10, Y5, Y5
 	VMOVDQU      100(CX)(BX*2), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
 	VPADDD       Y10, Y6, Y6
 	VMOVDQU      100(CX)(SI*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
 	VPADDD       Y10, Y7, Y7
-	VPMOVZXBD    16(AX), Y8
-	VPBROADCASTD 40(AX), Y9
-	VPSRLVD      iq1mshift<>+0(SB), Y9, Y9
-	VPAND        v32_00000007<>+0(SB), Y9, Y9
-	VPSLLD       $0x08, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y10, Y10, Y10
-	VPGATHERDQ   Y10, (DI)(X8*8), Y9
-	VPBROADCASTW 40(AX), Y10
-	VPSHUFB      iq1mspread<>+0(SB), Y10, Y10
-	VPAND        iq1mbits<>+0(SB), Y10, Y10
-	VPCMPEQB     iq1mbits<>+0(SB), Y10, Y10
-	VPANDN       v32_02020202<>+0(SB), Y10, Y10
-	VPOR         Y9, Y10, Y10
-	VMOVDQU      iq1mpick0<>+0(SB), Y9
-	VPERMD       Y11, Y9, Y9
-	VMOVDQU      132(CX), Y12
-	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y9, Y12, Y12
-	VPADDD       Y12, Y4, Y4
-	VMOVDQU      132(CX)(BX*1), Y12
-	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y9, Y12, Y12
-	VPADDD       Y12, Y5, Y5
-	VMOVDQU      132(CX)(BX*2), Y12
-	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y9, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VMOVDQU      132(CX)(SI*1), Y12
-	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y9, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y10, Y10, Y10
-	VEXTRACTI128 $0x01, Y8, X8
-	VPGATHERDQ   Y10, (DI)(X8*8), Y9
-	VPBROADCASTW 42(AX), Y8
-	VPSHUFB      iq1mspread<>+0(SB), Y8, Y8
-	VPAND        iq1mbits<>+0(SB), Y8, Y8
-	VPCMPEQB     iq1mbits<>+0(SB), Y8, Y8
-	VPANDN       v32_02020202<>+0(SB), Y8, Y8
-	VPOR         Y9, Y8, Y8
-	VMOVDQU      iq1mpick1<>+0(SB), Y9
-	VPERMD       Y11, Y9, Y9
+	VPSHUFD      $0x00, Y11, Y8
+	MOVWLZX      40(AX), R8
+	MOVBLZX      16(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000f00, R10
+	ORL          R10, R9
+	MOVBLZX      17(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x04, R11
+	ANDL         $0x00000f00, R11
+	ORL          R11, R10
+	MOVBLZX      18(AX), R11
+	MOVL         R8, R12
+	ANDL         $0x00000f00, R12
+	ORL          R12, R11
+	MOVBLZX      19(AX), R12
+	SHRL         $0x04, R8
+	ANDL         $0x00000f00, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y9
+	VPINSRQ      $0x01, (DI)(R10*8), X9, X9
+	VPBROADCASTQ (DI)(R11*8), X10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VMOVDQU      132(CX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      132(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      132(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPSHUFD      $0x55, Y11, Y8
+	MOVWLZX      42(AX), R8
+	MOVBLZX      20(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000f00, R10
+	ORL          R10, R9
+	MOVBLZX      21(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x04, R11
+	ANDL         $0x00000f00, R11
+	ORL          R11, R10
+	MOVBLZX      22(AX), R11
+	MOVL         R8, R12
+	ANDL         $0x00000f00, R12
+	ORL          R12, R11
+	MOVBLZX      23(AX), R12
+	SHRL         $0x04, R8
+	ANDL         $0x00000f00, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y9
+	VPINSRQ      $0x01, (DI)(R10*8), X9, X9
+	VPBROADCASTQ (DI)(R11*8), X10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
 	VMOVDQU      164(CX), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
 	VPADDD       Y10, Y4, Y4
 	VMOVDQU      164(CX)(BX*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
 	VPADDD       Y10, Y5, Y5
 	VMOVDQU      164(CX)(BX*2), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
 	VPADDD       Y10, Y6, Y6
 	VMOVDQU      164(CX)(SI*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
 	VPADDD       Y10, Y7, Y7
-	VPMOVZXBD    24(AX), Y8
-	VPBROADCASTD 44(AX), Y9
-	VPSRLVD      iq1mshift<>+0(SB), Y9, Y9
-	VPAND        v32_00000007<>+0(SB), Y9, Y9
-	VPSLLD       $0x08, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y10, Y10, Y10
-	VPGATHERDQ   Y10, (DI)(X8*8), Y9
-	VPBROADCASTW 44(AX), Y10
-	VPSHUFB      iq1mspread<>+0(SB), Y10, Y10
-	VPAND        iq1mbits<>+0(SB), Y10, Y10
-	VPCMPEQB     iq1mbits<>+0(SB), Y10, Y10
-	VPANDN       v32_02020202<>+0(SB), Y10, Y10
-	VPOR         Y9, Y10, Y10
-	VMOVDQU      iq1mpick2<>+0(SB), Y9
-	VPERMD       Y11, Y9, Y9
-	VMOVDQU      196(CX), Y12
-	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y9, Y12, Y12
-	VPADDD       Y12, Y4, Y4
-	VMOVDQU      196(CX)(BX*1), Y12
-	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y9, Y12, Y12
-	VPADDD       Y12, Y5, Y5
-	VMOVDQU      196(CX)(BX*2), Y12
-	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y9, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VMOVDQU      196(CX)(SI*1), Y12
-	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y9, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y10, Y10, Y10
-	VEXTRACTI128 $0x01, Y8, X8
-	VPGATHERDQ   Y10, (DI)(X8*8), Y9
-	VPBROADCASTW 46(AX), Y8
-	VPSHUFB      iq1mspread<>+0(SB), Y8, Y8
-	VPAND        iq1mbits<>+0(SB), Y8, Y8
-	VPCMPEQB     iq1mbits<>+0(SB), Y8, Y8
-	VPANDN       v32_02020202<>+0(SB), Y8, Y8
-	VPOR         Y9, Y8, Y8
-	VMOVDQU      iq1mpick3<>+0(SB), Y9
-	VPERMD       Y11, Y9, Y9
+	VPSHUFD      $0xaa, Y11, Y8
+	MOVWLZX      44(AX), R8
+	MOVBLZX      24(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000f00, R10
+	ORL          R10, R9
+	MOVBLZX      25(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x04, R11
+	ANDL         $0x00000f00, R11
+	ORL          R11, R10
+	MOVBLZX      26(AX), R11
+	MOVL         R8, R12
+	ANDL         $0x00000f00, R12
+	ORL          R12, R11
+	MOVBLZX      27(AX), R12
+	SHRL         $0x04, R8
+	ANDL         $0x00000f00, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y9
+	VPINSRQ      $0x01, (DI)(R10*8), X9, X9
+	VPBROADCASTQ (DI)(R11*8), X10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VMOVDQU      196(CX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPSHUFD      $0xff, Y11, Y8
+	MOVWLZX      46(AX), R8
+	MOVBLZX      28(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000f00, R10
+	ORL          R10, R9
+	MOVBLZX      29(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x04, R11
+	ANDL         $0x00000f00, R11
+	ORL          R11, R10
+	MOVBLZX      30(AX), R11
+	MOVL         R8, R12
+	ANDL         $0x00000f00, R12
+	ORL          R12, R11
+	MOVBLZX      31(AX), R12
+	SHRL         $0x04, R8
+	ANDL         $0x00000f00, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y9
+	VPINSRQ      $0x01, (DI)(R10*8), X9, X9
+	VPBROADCASTQ (DI)(R11*8), X10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
 	VMOVDQU      228(CX), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
 	VPADDD       Y10, Y4, Y4
 	VMOVDQU      228(CX)(BX*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
 	VPADDD       Y10, Y5, Y5
 	VMOVDQU      228(CX)(BX*2), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
 	VPADDD       Y10, Y6, Y6
 	VMOVDQU      228(CX)(SI*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
 	VPADDD       Y10, Y7, Y7
 	MOVQ         48(AX), R8
 	MOVQ         R8, R9
@@ -18612,7 +31040,7 @@ loopdotIQ1_Mx4AVX2:
 	ORL          R10, R9
 	VMOVD        R9, X8
 	VCVTPH2PS    X8, X8
-	VMOVDQU      64(SP), Y9
+	VMOVDQU      (SP), Y9
 	VPMADDWD     260(CX), Y9, Y9
 	VPSUBD       Y9, Y4, Y4
 	VEXTRACTF128 $0x01, Y4, X9
@@ -18626,7 +31054,7 @@ loopdotIQ1_Mx4AVX2:
 	VMULSS       (CX), X8, X9
 	VMULSS       X9, X4, X4
 	VADDSS       X4, X0, X0
-	VMOVDQU      64(SP), Y4
+	VMOVDQU      (SP), Y4
 	VPMADDWD     260(CX)(BX*1), Y4, Y4
 	VPSUBD       Y4, Y5, Y5
 	VEXTRACTF128 $0x01, Y5, X4
@@ -18640,7 +31068,7 @@ loopdotIQ1_Mx4AVX2:
 	VMULSS       (CX)(BX*1), X8, X5
 	VMULSS       X5, X4, X4
 	VADDSS       X4, X1, X1
-	VMOVDQU      64(SP), Y4
+	VMOVDQU      (SP), Y4
 	VPMADDWD     260(CX)(BX*2), Y4, Y4
 	VPSUBD       Y4, Y6, Y6
 	VEXTRACTF128 $0x01, Y6, X4
@@ -18654,7 +31082,7 @@ loopdotIQ1_Mx4AVX2:
 	VMULSS       (CX)(BX*2), X8, X5
 	VMULSS       X5, X4, X4
 	VADDSS       X4, X2, X2
-	VMOVDQU      64(SP), Y4
+	VMOVDQU      (SP), Y4
 	VPMADDWD     260(CX)(SI*1), Y4, Y4
 	VPSUBD       Y4, Y7, Y7
 	VEXTRACTF128 $0x01, Y7, X4
@@ -20922,6 +33350,2849 @@ loopprepFastF16AVX2:
 	JNZ       loopprepFastF16AVX2
 
 doneprepFastF16AVX2:
+	VZEROUPPER
+	RET
+
+// func dotIQ2_SAVX2BMI2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, BMI, BMI2, F16C, SSE
+TEXT ·dotIQ2_SAVX2BMI2(SB), NOSPLIT, $32-28
+	MOVQ    w+0(FP), AX
+	MOVQ    a+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	LEAQ    grid_iq2sGrid<>+0(SB), BX
+	VMOVDQU iq3spread<>+0(SB), Y0
+	VMOVDQU iq3bits<>+0(SB), Y1
+	VMOVDQU v32_01010101<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+	TESTQ   DX, DX
+	JZ      donedotIQ2_SAVX2BMI2
+
+loopdotIQ2_SAVX2BMI2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPBROADCASTQ 74(AX), Y6
+	VPSHUFB      iq2sc0<>+0(SB), Y6, Y7
+	VPSRLVD      iq2scshift<>+0(SB), Y7, Y7
+	VPAND        v32_0000000f<>+0(SB), Y7, Y7
+	VPADDD       Y7, Y7, Y7
+	VPOR         v32_00000001<>+0(SB), Y7, Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y7, Y8, Y8
+	VPSHUFB      iq2sc1<>+0(SB), Y6, Y6
+	VPSRLVD      iq2scshift<>+0(SB), Y6, Y6
+	VPAND        v32_0000000f<>+0(SB), Y6, Y6
+	VPADDD       Y6, Y6, Y6
+	VPOR         v32_00000001<>+0(SB), Y6, Y6
+	VPSLLD       $0x10, Y6, Y7
+	VPOR         Y6, Y7, Y7
+	MOVQ         $0x00ff00ff00ff00ff, SI
+	MOVQ         $0x0300030003000300, DI
+	MOVQ         $0x0000000000001010, R8
+	MOVQ         $0x0000000000001020, R9
+	MOVWLZX      66(AX), R10
+	MOVL         2(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y6
+	VPINSRQ      $0x01, (BX)(R12*8), X6, X6
+	VPBROADCASTQ (BX)(R13*8), X9
+	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
+	VINSERTI128  $0x01, X9, Y6, Y6
+	VPSHUFD      $0x00, Y8, Y9
+	VPBROADCASTD 34(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
+	VMOVDQU      4(CX), Y10
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVWLZX      67(AX), R10
+	MOVL         6(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y6
+	VPINSRQ      $0x01, (BX)(R12*8), X6, X6
+	VPBROADCASTQ (BX)(R13*8), X9
+	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
+	VINSERTI128  $0x01, X9, Y6, Y6
+	VPSHUFD      $0x55, Y8, Y9
+	VPBROADCASTD 38(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
+	VMOVDQU      36(CX), Y10
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	MOVWLZX      68(AX), R10
+	MOVL         10(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y6
+	VPINSRQ      $0x01, (BX)(R12*8), X6, X6
+	VPBROADCASTQ (BX)(R13*8), X9
+	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
+	VINSERTI128  $0x01, X9, Y6, Y6
+	VPSHUFD      $0xaa, Y8, Y9
+	VPBROADCASTD 42(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
+	VMOVDQU      68(CX), Y10
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVWLZX      69(AX), R10
+	MOVL         14(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y6
+	VPINSRQ      $0x01, (BX)(R12*8), X6, X6
+	VPBROADCASTQ (BX)(R13*8), X9
+	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
+	VINSERTI128  $0x01, X9, Y6, Y6
+	VPSHUFD      $0xff, Y8, Y8
+	VPBROADCASTD 46(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      100(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVWLZX      70(AX), R10
+	MOVL         18(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y6
+	VPINSRQ      $0x01, (BX)(R12*8), X6, X6
+	VPBROADCASTQ (BX)(R13*8), X8
+	VPINSRQ      $0x01, (BX)(R11*8), X8, X8
+	VINSERTI128  $0x01, X8, Y6, Y6
+	VPSHUFD      $0x00, Y7, Y8
+	VPBROADCASTD 50(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      132(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWLZX      71(AX), R10
+	MOVL         22(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y6
+	VPINSRQ      $0x01, (BX)(R12*8), X6, X6
+	VPBROADCASTQ (BX)(R13*8), X8
+	VPINSRQ      $0x01, (BX)(R11*8), X8, X8
+	VINSERTI128  $0x01, X8, Y6, Y6
+	VPSHUFD      $0x55, Y7, Y8
+	VPBROADCASTD 54(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      164(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVWLZX      72(AX), R10
+	MOVL         26(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y6
+	VPINSRQ      $0x01, (BX)(R12*8), X6, X6
+	VPBROADCASTQ (BX)(R13*8), X8
+	VPINSRQ      $0x01, (BX)(R11*8), X8, X8
+	VINSERTI128  $0x01, X8, Y6, Y6
+	VPSHUFD      $0xaa, Y7, Y8
+	VPBROADCASTD 58(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      196(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWLZX      73(AX), R10
+	MOVL         30(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, SI
+	ORQ          SI, R11
+	MOVWLZX      R11, SI
+	BEXTRQ       R8, R11, DI
+	BEXTRQ       R9, R11, R8
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(SI*8), Y6
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VPBROADCASTQ (BX)(R8*8), X8
+	VPINSRQ      $0x01, (BX)(R11*8), X8, X8
+	VINSERTI128  $0x01, X8, Y6, Y6
+	VPSHUFD      $0xff, Y7, Y7
+	VPBROADCASTD 62(AX), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPCMPEQB     Y1, Y8, Y8
+	VPOR         Y2, Y8, Y8
+	VPSIGNB      Y8, Y6, Y6
+	VMOVDQU      228(CX), Y8
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, X6
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX), X6, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000052, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ2_SAVX2BMI2
+
+donedotIQ2_SAVX2BMI2:
+	VMULSS c32_3e000000<>+0(SB), X3, X3
+	MOVSS  X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA c64_00ff00ff00ff00ff<>+0(SB)/4, $0x00ff00ff
+DATA c64_00ff00ff00ff00ff<>+4(SB)/4, $0x00ff00ff
+GLOBL c64_00ff00ff00ff00ff<>(SB), RODATA|NOPTR, $8
+
+DATA c64_0300030003000300<>+0(SB)/4, $0x03000300
+DATA c64_0300030003000300<>+4(SB)/4, $0x03000300
+GLOBL c64_0300030003000300<>(SB), RODATA|NOPTR, $8
+
+// func dotIQ3_SAVX2BMI2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, BMI, BMI2, F16C, SSE
+TEXT ·dotIQ3_SAVX2BMI2(SB), NOSPLIT, $32-28
+	MOVQ    w+0(FP), AX
+	MOVQ    a+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	LEAQ    grid_iq3sGrid<>+0(SB), BX
+	VMOVDQU iq3spread<>+0(SB), Y0
+	VMOVDQU iq3bits<>+0(SB), Y1
+	VMOVDQU v32_01010101<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+	TESTQ   DX, DX
+	JZ      donedotIQ3_SAVX2BMI2
+
+loopdotIQ3_SAVX2BMI2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPBROADCASTD 106(AX), Y6
+	VPSRLVD      iq3sls<>+0(SB), Y6, Y6
+	VPAND        v32_0000000f<>+0(SB), Y6, Y6
+	VPADDD       Y6, Y6, Y6
+	VPOR         v32_00000001<>+0(SB), Y6, Y6
+	VPSLLD       $0x10, Y6, Y7
+	VPOR         Y7, Y6, Y6
+	VPERMQ       $0x44, Y6, Y7
+	VPERMQ       $0xee, Y6, Y6
+	MOVQ         $0x00ff00ff00ff00ff, SI
+	MOVQ         $0x0100010001000100, DI
+	MOVQ         $0x0000000000001010, R8
+	MOVQ         $0x0000000000001020, R9
+	MOVBLZX      66(AX), R10
+	MOVL         2(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R12*4), Y8
+	VPINSRD      $0x01, (BX)(R13*4), X8, X8
+	VPINSRD      $0x02, (BX)(R14*4), X8, X8
+	VPINSRD      $0x03, (BX)(R11*4), X8, X8
+	SHRL         $0x04, R10
+	MOVL         6(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R10*4), X9
+	VPINSRD      $0x01, (BX)(R12*4), X9, X9
+	VPINSRD      $0x02, (BX)(R13*4), X9, X9
+	VPINSRD      $0x03, (BX)(R11*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPSHUFD      $0x00, Y7, Y9
+	VPBROADCASTD 74(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      4(CX), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVBLZX      67(AX), R10
+	MOVL         10(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R12*4), Y8
+	VPINSRD      $0x01, (BX)(R13*4), X8, X8
+	VPINSRD      $0x02, (BX)(R14*4), X8, X8
+	VPINSRD      $0x03, (BX)(R11*4), X8, X8
+	SHRL         $0x04, R10
+	MOVL         14(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R10*4), X9
+	VPINSRD      $0x01, (BX)(R12*4), X9, X9
+	VPINSRD      $0x02, (BX)(R13*4), X9, X9
+	VPINSRD      $0x03, (BX)(R11*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPSHUFD      $0x55, Y7, Y9
+	VPBROADCASTD 78(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      36(CX), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	MOVBLZX      68(AX), R10
+	MOVL         18(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R12*4), Y8
+	VPINSRD      $0x01, (BX)(R13*4), X8, X8
+	VPINSRD      $0x02, (BX)(R14*4), X8, X8
+	VPINSRD      $0x03, (BX)(R11*4), X8, X8
+	SHRL         $0x04, R10
+	MOVL         22(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R10*4), X9
+	VPINSRD      $0x01, (BX)(R12*4), X9, X9
+	VPINSRD      $0x02, (BX)(R13*4), X9, X9
+	VPINSRD      $0x03, (BX)(R11*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPSHUFD      $0xaa, Y7, Y9
+	VPBROADCASTD 82(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      68(CX), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVBLZX      69(AX), R10
+	MOVL         26(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R12*4), Y8
+	VPINSRD      $0x01, (BX)(R13*4), X8, X8
+	VPINSRD      $0x02, (BX)(R14*4), X8, X8
+	VPINSRD      $0x03, (BX)(R11*4), X8, X8
+	SHRL         $0x04, R10
+	MOVL         30(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R10*4), X9
+	VPINSRD      $0x01, (BX)(R12*4), X9, X9
+	VPINSRD      $0x02, (BX)(R13*4), X9, X9
+	VPINSRD      $0x03, (BX)(R11*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPSHUFD      $0xff, Y7, Y7
+	VPBROADCASTD 86(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y8, Y8
+	VMOVDQU      100(CX), Y9
+	VPSIGNB      Y9, Y8, Y8
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVBLZX      70(AX), R10
+	MOVL         34(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R12*4), Y7
+	VPINSRD      $0x01, (BX)(R13*4), X7, X7
+	VPINSRD      $0x02, (BX)(R14*4), X7, X7
+	VPINSRD      $0x03, (BX)(R11*4), X7, X7
+	SHRL         $0x04, R10
+	MOVL         38(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R10*4), X8
+	VPINSRD      $0x01, (BX)(R12*4), X8, X8
+	VPINSRD      $0x02, (BX)(R13*4), X8, X8
+	VPINSRD      $0x03, (BX)(R11*4), X8, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPSHUFD      $0x00, Y6, Y8
+	VPBROADCASTD 90(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y7, Y7
+	VMOVDQU      132(CX), Y9
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVBLZX      71(AX), R10
+	MOVL         42(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R12*4), Y7
+	VPINSRD      $0x01, (BX)(R13*4), X7, X7
+	VPINSRD      $0x02, (BX)(R14*4), X7, X7
+	VPINSRD      $0x03, (BX)(R11*4), X7, X7
+	SHRL         $0x04, R10
+	MOVL         46(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R10*4), X8
+	VPINSRD      $0x01, (BX)(R12*4), X8, X8
+	VPINSRD      $0x02, (BX)(R13*4), X8, X8
+	VPINSRD      $0x03, (BX)(R11*4), X8, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPSHUFD      $0x55, Y6, Y8
+	VPBROADCASTD 94(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y7, Y7
+	VMOVDQU      164(CX), Y9
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVBLZX      72(AX), R10
+	MOVL         50(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R12*4), Y7
+	VPINSRD      $0x01, (BX)(R13*4), X7, X7
+	VPINSRD      $0x02, (BX)(R14*4), X7, X7
+	VPINSRD      $0x03, (BX)(R11*4), X7, X7
+	SHRL         $0x04, R10
+	MOVL         54(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R10*4), X8
+	VPINSRD      $0x01, (BX)(R12*4), X8, X8
+	VPINSRD      $0x02, (BX)(R13*4), X8, X8
+	VPINSRD      $0x03, (BX)(R11*4), X8, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPSHUFD      $0xaa, Y6, Y8
+	VPBROADCASTD 98(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y7, Y7
+	VMOVDQU      196(CX), Y9
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVBLZX      73(AX), R10
+	MOVL         58(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R12*4), Y7
+	VPINSRD      $0x01, (BX)(R13*4), X7, X7
+	VPINSRD      $0x02, (BX)(R14*4), X7, X7
+	VPINSRD      $0x03, (BX)(R11*4), X7, X7
+	SHRL         $0x04, R10
+	MOVL         62(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, SI
+	ORQ          SI, R11
+	MOVWLZX      R11, SI
+	BEXTRQ       R8, R11, DI
+	BEXTRQ       R9, R11, R8
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(SI*4), X8
+	VPINSRD      $0x01, (BX)(DI*4), X8, X8
+	VPINSRD      $0x02, (BX)(R8*4), X8, X8
+	VPINSRD      $0x03, (BX)(R11*4), X8, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPSHUFD      $0xff, Y6, Y6
+	VPBROADCASTD 102(AX), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPCMPEQB     Y1, Y8, Y8
+	VPOR         Y2, Y8, Y8
+	VPSIGNB      Y8, Y7, Y7
+	VMOVDQU      228(CX), Y8
+	VPSIGNB      Y8, Y7, Y7
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y7, Y8, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, X6
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX), X6, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ3_SAVX2BMI2
+
+donedotIQ3_SAVX2BMI2:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA c64_0100010001000100<>+0(SB)/4, $0x01000100
+DATA c64_0100010001000100<>+4(SB)/4, $0x01000100
+GLOBL c64_0100010001000100<>(SB), RODATA|NOPTR, $8
+
+// func dotIQ1_SAVX2BMI2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, BMI, BMI2, F16C, SSE
+TEXT ·dotIQ1_SAVX2BMI2(SB), NOSPLIT, $32-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), BX
+	VXORPS X0, X0, X0
+	TESTQ  DX, DX
+	JZ     donedotIQ1_SAVX2BMI2
+
+loopdotIQ1_SAVX2BMI2:
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPMOVZXWD    34(AX), Y3
+	VPSRLD       $0x0c, Y3, Y4
+	VPAND        v32_00000007<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y4, Y4
+	VPOR         v32_00000001<>+0(SB), Y4, Y4
+	VPSLLD       $0x10, Y3, Y3
+	VPSRAD       $0x1f, Y3, Y3
+	VPXOR        Y3, Y4, Y5
+	VPSUBD       Y3, Y5, Y5
+	VPSLLD       $0x03, Y4, Y3
+	VPSUBD       Y5, Y3, Y3
+	VPSLLD       $0x10, Y3, Y5
+	VPOR         Y5, Y3, Y3
+	VMOVDQU      Y3, (SP)
+	VPSLLD       $0x10, Y4, Y3
+	VPOR         Y3, Y4, Y4
+	VPERMQ       $0x44, Y4, Y3
+	VPERMQ       $0xee, Y4, Y4
+	MOVQ         $0x00ff00ff00ff00ff, SI
+	MOVQ         $0x0700070007000700, DI
+	MOVQ         $0x0000000000001010, R8
+	MOVQ         $0x0000000000001020, R9
+	MOVWLZX      34(AX), R10
+	MOVL         2(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y5
+	VPINSRQ      $0x01, (BX)(R12*8), X5, X5
+	VPBROADCASTQ (BX)(R13*8), X6
+	VPINSRQ      $0x01, (BX)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPSHUFD      $0x00, Y3, Y6
+	VMOVDQU      4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y1, Y1
+	MOVWLZX      36(AX), R10
+	MOVL         6(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y5
+	VPINSRQ      $0x01, (BX)(R12*8), X5, X5
+	VPBROADCASTQ (BX)(R13*8), X6
+	VPINSRQ      $0x01, (BX)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPSHUFD      $0x55, Y3, Y6
+	VMOVDQU      36(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y2, Y2
+	MOVWLZX      38(AX), R10
+	MOVL         10(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y5
+	VPINSRQ      $0x01, (BX)(R12*8), X5, X5
+	VPBROADCASTQ (BX)(R13*8), X6
+	VPINSRQ      $0x01, (BX)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPSHUFD      $0xaa, Y3, Y6
+	VMOVDQU      68(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y1, Y1
+	MOVWLZX      40(AX), R10
+	MOVL         14(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y5
+	VPINSRQ      $0x01, (BX)(R12*8), X5, X5
+	VPBROADCASTQ (BX)(R13*8), X6
+	VPINSRQ      $0x01, (BX)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPSHUFD      $0xff, Y3, Y3
+	VMOVDQU      100(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPMADDWD     Y3, Y6, Y6
+	VPADDD       Y6, Y2, Y2
+	MOVWLZX      42(AX), R10
+	MOVL         18(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y3
+	VPINSRQ      $0x01, (BX)(R12*8), X3, X3
+	VPBROADCASTQ (BX)(R13*8), X5
+	VPINSRQ      $0x01, (BX)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y3
+	VPSHUFD      $0x00, Y4, Y5
+	VMOVDQU      132(CX), Y6
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y1, Y1
+	MOVWLZX      44(AX), R10
+	MOVL         22(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y3
+	VPINSRQ      $0x01, (BX)(R12*8), X3, X3
+	VPBROADCASTQ (BX)(R13*8), X5
+	VPINSRQ      $0x01, (BX)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y3
+	VPSHUFD      $0x55, Y4, Y5
+	VMOVDQU      164(CX), Y6
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y2, Y2
+	MOVWLZX      46(AX), R10
+	MOVL         26(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y3
+	VPINSRQ      $0x01, (BX)(R12*8), X3, X3
+	VPBROADCASTQ (BX)(R13*8), X5
+	VPINSRQ      $0x01, (BX)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y3
+	VPSHUFD      $0xaa, Y4, Y5
+	VMOVDQU      196(CX), Y6
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y1, Y1
+	MOVWLZX      48(AX), R10
+	MOVL         30(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, SI
+	ORQ          SI, R11
+	MOVWLZX      R11, SI
+	BEXTRQ       R8, R11, DI
+	BEXTRQ       R9, R11, R8
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(SI*8), Y3
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	VPBROADCASTQ (BX)(R8*8), X5
+	VPINSRQ      $0x01, (BX)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y3
+	VPSHUFD      $0xff, Y4, Y4
+	VMOVDQU      228(CX), Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	VPBROADCASTW (AX), X3
+	VCVTPH2PS    X3, X3
+	VPADDD       Y2, Y1, Y1
+	VMOVDQU      (SP), Y2
+	VPMADDWD     260(CX), Y2, Y2
+	VPSUBD       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VPADDD       X2, X1, X1
+	VPSHUFD      $0x4e, X1, X2
+	VPADDD       X2, X1, X1
+	VPSHUFD      $0xb1, X1, X2
+	VPADDD       X2, X1, X1
+	VCVTDQ2PS    X1, X1
+	VMULSS       c32_3e000000<>+0(SB), X1, X1
+	VMULSS       (CX), X3, X2
+	VMULSS       X2, X1, X1
+	VADDSS       X1, X0, X0
+	ADDQ         $0x00000032, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ1_SAVX2BMI2
+
+donedotIQ1_SAVX2BMI2:
+	MOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA c64_0700070007000700<>+0(SB)/4, $0x07000700
+DATA c64_0700070007000700<>+4(SB)/4, $0x07000700
+GLOBL c64_0700070007000700<>(SB), RODATA|NOPTR, $8
+
+// func dotIQ1_MAVX2BMI2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, BMI, BMI2, F16C, SSE
+TEXT ·dotIQ1_MAVX2BMI2(SB), NOSPLIT, $32-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	LEAQ   grid_iq1m_delta<>+0(SB), BX
+	VXORPS X0, X0, X0
+	TESTQ  DX, DX
+	JZ     donedotIQ1_MAVX2BMI2
+
+loopdotIQ1_MAVX2BMI2:
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPBROADCASTQ 48(AX), Y3
+	VPSHUFB      iq1mls0<>+0(SB), Y3, Y4
+	VPSRLVD      iq1mlsshift0<>+0(SB), Y4, Y4
+	VPAND        v32_00000007<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y4, Y4
+	VPOR         v32_00000001<>+0(SB), Y4, Y4
+	VPSLLD       $0x10, Y4, Y5
+	VPOR         Y4, Y5, Y5
+	VPSHUFB      iq1mls1<>+0(SB), Y3, Y3
+	VPSRLVD      iq1mlsshift1<>+0(SB), Y3, Y3
+	VPAND        v32_00000007<>+0(SB), Y3, Y3
+	VPADDD       Y3, Y3, Y3
+	VPOR         v32_00000001<>+0(SB), Y3, Y3
+	VPSLLD       $0x10, Y3, Y6
+	VPOR         Y3, Y6, Y6
+	VPACKUSDW    Y3, Y4, Y3
+	VPERMQ       $0xd8, Y3, Y3
+	VPSHUFB      iq1mcorr<>+0(SB), Y3, Y3
+	VPSLLW       $0x03, Y3, Y4
+	VPADDW       Y4, Y3, Y3
+	VMOVDQU      Y3, (SP)
+	MOVQ         $0x00ff00ff00ff00ff, SI
+	MOVQ         $0x0f000f000f000f00, DI
+	MOVQ         $0x0000000000001010, R8
+	MOVQ         $0x0000000000001020, R9
+	VPSHUFD      $0x00, Y5, Y3
+	MOVWLZX      32(AX), R10
+	MOVL         (AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y4
+	VPINSRQ      $0x01, (BX)(R12*8), X4, X4
+	VPBROADCASTQ (BX)(R13*8), X7
+	VPINSRQ      $0x01, (BX)(R11*8), X7, X7
+	VINSERTI128  $0x01, X7, Y4, Y4
+	VMOVDQU      4(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y1, Y1
+	VPSHUFD      $0x55, Y5, Y3
+	MOVWLZX      34(AX), R10
+	MOVL         4(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y4
+	VPINSRQ      $0x01, (BX)(R12*8), X4, X4
+	VPBROADCASTQ (BX)(R13*8), X7
+	VPINSRQ      $0x01, (BX)(R11*8), X7, X7
+	VINSERTI128  $0x01, X7, Y4, Y4
+	VMOVDQU      36(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y2, Y2
+	VPSHUFD      $0xaa, Y5, Y3
+	MOVWLZX      36(AX), R10
+	MOVL         8(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y4
+	VPINSRQ      $0x01, (BX)(R12*8), X4, X4
+	VPBROADCASTQ (BX)(R13*8), X7
+	VPINSRQ      $0x01, (BX)(R11*8), X7, X7
+	VINSERTI128  $0x01, X7, Y4, Y4
+	VMOVDQU      68(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y1, Y1
+	VPSHUFD      $0xff, Y5, Y3
+	MOVWLZX      38(AX), R10
+	MOVL         12(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y4
+	VPINSRQ      $0x01, (BX)(R12*8), X4, X4
+	VPBROADCASTQ (BX)(R13*8), X5
+	VPINSRQ      $0x01, (BX)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VMOVDQU      100(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	VPSHUFD      $0x00, Y6, Y3
+	MOVWLZX      40(AX), R10
+	MOVL         16(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y4
+	VPINSRQ      $0x01, (BX)(R12*8), X4, X4
+	VPBROADCASTQ (BX)(R13*8), X5
+	VPINSRQ      $0x01, (BX)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VMOVDQU      132(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	VPSHUFD      $0x55, Y6, Y3
+	MOVWLZX      42(AX), R10
+	MOVL         20(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y4
+	VPINSRQ      $0x01, (BX)(R12*8), X4, X4
+	VPBROADCASTQ (BX)(R13*8), X5
+	VPINSRQ      $0x01, (BX)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VMOVDQU      164(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	VPSHUFD      $0xaa, Y6, Y3
+	MOVWLZX      44(AX), R10
+	MOVL         24(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y4
+	VPINSRQ      $0x01, (BX)(R12*8), X4, X4
+	VPBROADCASTQ (BX)(R13*8), X5
+	VPINSRQ      $0x01, (BX)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VMOVDQU      196(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	VPSHUFD      $0xff, Y6, Y3
+	MOVWLZX      46(AX), R10
+	MOVL         28(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, SI
+	ORQ          SI, R11
+	MOVWLZX      R11, SI
+	BEXTRQ       R8, R11, DI
+	BEXTRQ       R9, R11, R8
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(SI*8), Y4
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	VPBROADCASTQ (BX)(R8*8), X5
+	VPINSRQ      $0x01, (BX)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VMOVDQU      228(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	MOVQ         $0xf000f000f000f000, DI
+	MOVQ         48(AX), SI
+	PEXTQ        DI, SI, SI
+	VMOVD        SI, X3
+	VCVTPH2PS    X3, X3
+	VPADDD       Y2, Y1, Y1
+	VMOVDQU      (SP), Y2
+	VPMADDWD     260(CX), Y2, Y2
+	VPSUBD       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VPADDD       X2, X1, X1
+	VPSHUFD      $0x4e, X1, X2
+	VPADDD       X2, X1, X1
+	VPSHUFD      $0xb1, X1, X2
+	VPADDD       X2, X1, X1
+	VCVTDQ2PS    X1, X1
+	VMULSS       c32_3e000000<>+0(SB), X1, X1
+	VMULSS       (CX), X3, X2
+	VMULSS       X2, X1, X1
+	VADDSS       X1, X0, X0
+	ADDQ         $0x00000038, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ1_MAVX2BMI2
+
+donedotIQ1_MAVX2BMI2:
+	MOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA c64_0f000f000f000f00<>+0(SB)/4, $0x0f000f00
+DATA c64_0f000f000f000f00<>+4(SB)/4, $0x0f000f00
+GLOBL c64_0f000f000f000f00<>(SB), RODATA|NOPTR, $8
+
+// func dotIQ2_Sx4AVX2BMI2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, BMI, BMI2, F16C
+TEXT ·dotIQ2_Sx4AVX2BMI2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq2sGrid<>+0(SB), DI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ2_Sx4AVX2BMI2
+
+loopdotIQ2_Sx4AVX2BMI2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPBROADCASTQ 74(AX), Y8
+	VPSHUFB      iq2sc0<>+0(SB), Y8, Y9
+	VPSRLVD      iq2scshift<>+0(SB), Y9, Y9
+	VPAND        v32_0000000f<>+0(SB), Y9, Y9
+	VPADDD       Y9, Y9, Y9
+	VPOR         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y9, Y10, Y10
+	VPSHUFB      iq2sc1<>+0(SB), Y8, Y8
+	VPSRLVD      iq2scshift<>+0(SB), Y8, Y8
+	VPAND        v32_0000000f<>+0(SB), Y8, Y8
+	VPADDD       Y8, Y8, Y8
+	VPOR         v32_00000001<>+0(SB), Y8, Y8
+	VPSLLD       $0x10, Y8, Y9
+	VPOR         Y8, Y9, Y9
+	MOVQ         $0x0000000000001010, R8
+	MOVQ         $0x0000000000001020, R9
+	MOVWLZX      66(AX), R10
+	MOVL         2(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0300030003000300<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X11
+	VPINSRQ      $0x01, (DI)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPSHUFD      $0x00, Y10, Y11
+	VPBROADCASTD 34(AX), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      4(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      67(AX), R10
+	MOVL         6(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0300030003000300<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X11
+	VPINSRQ      $0x01, (DI)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPSHUFD      $0x55, Y10, Y11
+	VPBROADCASTD 38(AX), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      36(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      68(AX), R10
+	MOVL         10(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0300030003000300<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X11
+	VPINSRQ      $0x01, (DI)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPSHUFD      $0xaa, Y10, Y11
+	VPBROADCASTD 42(AX), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      68(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      69(AX), R10
+	MOVL         14(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0300030003000300<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X11
+	VPINSRQ      $0x01, (DI)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPSHUFD      $0xff, Y10, Y10
+	VPBROADCASTD 46(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      100(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      70(AX), R10
+	MOVL         18(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0300030003000300<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0x00, Y9, Y10
+	VPBROADCASTD 50(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      132(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      132(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      132(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      71(AX), R10
+	MOVL         22(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0300030003000300<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0x55, Y9, Y10
+	VPBROADCASTD 54(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      164(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      72(AX), R10
+	MOVL         26(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0300030003000300<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0xaa, Y9, Y10
+	VPBROADCASTD 58(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      196(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      73(AX), R10
+	MOVL         30(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0300030003000300<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R8
+	BEXTRQ       R9, R11, R9
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R8*8), X8, X8
+	VPBROADCASTQ (DI)(R9*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0xff, Y9, Y9
+	VPBROADCASTD 62(AX), Y10
+	VPSHUFB      iq3spread<>+0(SB), Y10, Y10
+	VPAND        iq3bits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq3bits<>+0(SB), Y10, Y10
+	VPOR         v32_01010101<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      228(CX), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, X8
+	VEXTRACTF128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0x4e, X4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0xb1, X4, X9
+	VPADDD       X9, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
+	VADDSS       X4, X0, X0
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000052, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ2_Sx4AVX2BMI2
+
+donedotIQ2_Sx4AVX2BMI2:
+	VMULSS c32_3e000000<>+0(SB), X0, X0
+	VMULSS c32_3e000000<>+0(SB), X1, X1
+	VMULSS c32_3e000000<>+0(SB), X2, X2
+	VMULSS c32_3e000000<>+0(SB), X3, X3
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3_Sx4AVX2BMI2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, BMI, BMI2, F16C
+TEXT ·dotIQ3_Sx4AVX2BMI2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq3sGrid<>+0(SB), DI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ3_Sx4AVX2BMI2
+
+loopdotIQ3_Sx4AVX2BMI2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPBROADCASTD 106(AX), Y8
+	VPSRLVD      iq3sls<>+0(SB), Y8, Y8
+	VPAND        v32_0000000f<>+0(SB), Y8, Y8
+	VPADDD       Y8, Y8, Y8
+	VPOR         v32_00000001<>+0(SB), Y8, Y8
+	VPSLLD       $0x10, Y8, Y9
+	VPOR         Y9, Y8, Y8
+	VPERMQ       $0x44, Y8, Y9
+	VPERMQ       $0xee, Y8, Y8
+	MOVQ         $0x0000000000001010, R8
+	MOVQ         $0x0000000000001020, R9
+	MOVBLZX      66(AX), R10
+	MOVL         2(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R12*4), Y10
+	VPINSRD      $0x01, (DI)(R13*4), X10, X10
+	VPINSRD      $0x02, (DI)(R14*4), X10, X10
+	VPINSRD      $0x03, (DI)(R11*4), X10, X10
+	SHRL         $0x04, R10
+	MOVL         6(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R10*4), X11
+	VPINSRD      $0x01, (DI)(R12*4), X11, X11
+	VPINSRD      $0x02, (DI)(R13*4), X11, X11
+	VPINSRD      $0x03, (DI)(R11*4), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0x00, Y9, Y11
+	VPBROADCASTD 74(AX), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y10, Y10
+	VMOVDQU      4(CX), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y10, Y10
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y10, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVBLZX      67(AX), R10
+	MOVL         10(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R12*4), Y10
+	VPINSRD      $0x01, (DI)(R13*4), X10, X10
+	VPINSRD      $0x02, (DI)(R14*4), X10, X10
+	VPINSRD      $0x03, (DI)(R11*4), X10, X10
+	SHRL         $0x04, R10
+	MOVL         14(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R10*4), X11
+	VPINSRD      $0x01, (DI)(R12*4), X11, X11
+	VPINSRD      $0x02, (DI)(R13*4), X11, X11
+	VPINSRD      $0x03, (DI)(R11*4), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0x55, Y9, Y11
+	VPBROADCASTD 78(AX), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y10, Y10
+	VMOVDQU      36(CX), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y10, Y10
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y10, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVBLZX      68(AX), R10
+	MOVL         18(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R12*4), Y10
+	VPINSRD      $0x01, (DI)(R13*4), X10, X10
+	VPINSRD      $0x02, (DI)(R14*4), X10, X10
+	VPINSRD      $0x03, (DI)(R11*4), X10, X10
+	SHRL         $0x04, R10
+	MOVL         22(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R10*4), X11
+	VPINSRD      $0x01, (DI)(R12*4), X11, X11
+	VPINSRD      $0x02, (DI)(R13*4), X11, X11
+	VPINSRD      $0x03, (DI)(R11*4), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0xaa, Y9, Y11
+	VPBROADCASTD 82(AX), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y10, Y10
+	VMOVDQU      68(CX), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y10, Y10
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y10, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVBLZX      69(AX), R10
+	MOVL         26(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R12*4), Y10
+	VPINSRD      $0x01, (DI)(R13*4), X10, X10
+	VPINSRD      $0x02, (DI)(R14*4), X10, X10
+	VPINSRD      $0x03, (DI)(R11*4), X10, X10
+	SHRL         $0x04, R10
+	MOVL         30(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R10*4), X11
+	VPINSRD      $0x01, (DI)(R12*4), X11, X11
+	VPINSRD      $0x02, (DI)(R13*4), X11, X11
+	VPINSRD      $0x03, (DI)(R11*4), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0xff, Y9, Y9
+	VPBROADCASTD 86(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y10, Y10
+	VMOVDQU      100(CX), Y11
+	VPSIGNB      Y11, Y10, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y10, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y10, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y10, Y10
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVBLZX      70(AX), R10
+	MOVL         34(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R12*4), Y9
+	VPINSRD      $0x01, (DI)(R13*4), X9, X9
+	VPINSRD      $0x02, (DI)(R14*4), X9, X9
+	VPINSRD      $0x03, (DI)(R11*4), X9, X9
+	SHRL         $0x04, R10
+	MOVL         38(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R10*4), X10
+	VPINSRD      $0x01, (DI)(R12*4), X10, X10
+	VPINSRD      $0x02, (DI)(R13*4), X10, X10
+	VPINSRD      $0x03, (DI)(R11*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPSHUFD      $0x00, Y8, Y10
+	VPBROADCASTD 90(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y9, Y9
+	VMOVDQU      132(CX), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      132(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      132(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y9, Y9
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y9, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVBLZX      71(AX), R10
+	MOVL         42(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R12*4), Y9
+	VPINSRD      $0x01, (DI)(R13*4), X9, X9
+	VPINSRD      $0x02, (DI)(R14*4), X9, X9
+	VPINSRD      $0x03, (DI)(R11*4), X9, X9
+	SHRL         $0x04, R10
+	MOVL         46(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R10*4), X10
+	VPINSRD      $0x01, (DI)(R12*4), X10, X10
+	VPINSRD      $0x02, (DI)(R13*4), X10, X10
+	VPINSRD      $0x03, (DI)(R11*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPSHUFD      $0x55, Y8, Y10
+	VPBROADCASTD 94(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y9, Y9
+	VMOVDQU      164(CX), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y9, Y9
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y9, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVBLZX      72(AX), R10
+	MOVL         50(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R12*4), Y9
+	VPINSRD      $0x01, (DI)(R13*4), X9, X9
+	VPINSRD      $0x02, (DI)(R14*4), X9, X9
+	VPINSRD      $0x03, (DI)(R11*4), X9, X9
+	SHRL         $0x04, R10
+	MOVL         54(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R10*4), X10
+	VPINSRD      $0x01, (DI)(R12*4), X10, X10
+	VPINSRD      $0x02, (DI)(R13*4), X10, X10
+	VPINSRD      $0x03, (DI)(R11*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPSHUFD      $0xaa, Y8, Y10
+	VPBROADCASTD 98(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y9, Y9
+	VMOVDQU      196(CX), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y9, Y9
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y9, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVBLZX      73(AX), R10
+	MOVL         58(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R12*4), Y9
+	VPINSRD      $0x01, (DI)(R13*4), X9, X9
+	VPINSRD      $0x02, (DI)(R14*4), X9, X9
+	VPINSRD      $0x03, (DI)(R11*4), X9, X9
+	SHRL         $0x04, R10
+	MOVL         62(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R8
+	BEXTRQ       R9, R11, R9
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R10*4), X10
+	VPINSRD      $0x01, (DI)(R8*4), X10, X10
+	VPINSRD      $0x02, (DI)(R9*4), X10, X10
+	VPINSRD      $0x03, (DI)(R11*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPSHUFD      $0xff, Y8, Y8
+	VPBROADCASTD 102(AX), Y10
+	VPSHUFB      iq3spread<>+0(SB), Y10, Y10
+	VPAND        iq3bits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq3bits<>+0(SB), Y10, Y10
+	VPOR         v32_01010101<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VMOVDQU      228(CX), Y10
+	VPSIGNB      Y10, Y9, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPSIGNB      Y10, Y9, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPSIGNB      Y10, Y9, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y9, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, X8
+	VEXTRACTF128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0x4e, X4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0xb1, X4, X9
+	VPADDD       X9, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
+	VADDSS       X4, X0, X0
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ3_Sx4AVX2BMI2
+
+donedotIQ3_Sx4AVX2BMI2:
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_Sx4AVX2BMI2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, BMI, BMI2, F16C
+TEXT ·dotIQ1_Sx4AVX2BMI2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), DI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ1_Sx4AVX2BMI2
+
+loopdotIQ1_Sx4AVX2BMI2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPMOVZXWD    34(AX), Y8
+	VPSRLD       $0x0c, Y8, Y9
+	VPAND        v32_00000007<>+0(SB), Y9, Y9
+	VPADDD       Y9, Y9, Y9
+	VPOR         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD       $0x10, Y8, Y8
+	VPSRAD       $0x1f, Y8, Y8
+	VPXOR        Y8, Y9, Y10
+	VPSUBD       Y8, Y10, Y10
+	VPSLLD       $0x03, Y9, Y8
+	VPSUBD       Y10, Y8, Y8
+	VPSLLD       $0x10, Y8, Y10
+	VPOR         Y10, Y8, Y8
+	VMOVDQU      Y8, (SP)
+	VPSLLD       $0x10, Y9, Y8
+	VPOR         Y8, Y9, Y9
+	VPERMQ       $0x44, Y9, Y8
+	VPERMQ       $0xee, Y9, Y9
+	MOVQ         $0x0000000000001010, R8
+	MOVQ         $0x0000000000001020, R9
+	MOVWLZX      34(AX), R10
+	MOVL         2(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0700070007000700<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VPBROADCASTQ (DI)(R13*8), X11
+	VPINSRQ      $0x01, (DI)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0x00, Y8, Y11
+	VMOVDQU      4(CX), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      36(AX), R10
+	MOVL         6(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0700070007000700<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VPBROADCASTQ (DI)(R13*8), X11
+	VPINSRQ      $0x01, (DI)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0x55, Y8, Y11
+	VMOVDQU      36(CX), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      38(AX), R10
+	MOVL         10(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0700070007000700<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VPBROADCASTQ (DI)(R13*8), X11
+	VPINSRQ      $0x01, (DI)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0xaa, Y8, Y11
+	VMOVDQU      68(CX), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      40(AX), R10
+	MOVL         14(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0700070007000700<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VPBROADCASTQ (DI)(R13*8), X11
+	VPINSRQ      $0x01, (DI)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0xff, Y8, Y8
+	VMOVDQU      100(CX), Y11
+	VPMADDUBSW   Y11, Y10, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y11
+	VPMADDUBSW   Y11, Y10, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y11
+	VPMADDUBSW   Y11, Y10, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y11
+	VPMADDUBSW   Y11, Y10, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      42(AX), R10
+	MOVL         18(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0700070007000700<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0x00, Y9, Y10
+	VMOVDQU      132(CX), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      132(CX)(BX*2), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      132(CX)(SI*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      44(AX), R10
+	MOVL         22(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0700070007000700<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0x55, Y9, Y10
+	VMOVDQU      164(CX), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      46(AX), R10
+	MOVL         26(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0700070007000700<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0xaa, Y9, Y10
+	VMOVDQU      196(CX), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      48(AX), R10
+	MOVL         30(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0700070007000700<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R8
+	BEXTRQ       R9, R11, R9
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R8*8), X8, X8
+	VPBROADCASTQ (DI)(R9*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0xff, Y9, Y9
+	VMOVDQU      228(CX), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, X8
+	VMOVDQU      (SP), Y9
+	VPMADDWD     260(CX), Y9, Y9
+	VPSUBD       Y9, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0x4e, X4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0xb1, X4, X9
+	VPADDD       X9, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
+	VADDSS       X4, X0, X0
+	VMOVDQU      (SP), Y4
+	VPMADDWD     260(CX)(BX*1), Y4, Y4
+	VPSUBD       Y4, Y5, Y5
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VMOVDQU      (SP), Y4
+	VPMADDWD     260(CX)(BX*2), Y4, Y4
+	VPSUBD       Y4, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VMOVDQU      (SP), Y4
+	VPMADDWD     260(CX)(SI*1), Y4, Y4
+	VPSUBD       Y4, Y7, Y7
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000032, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ1_Sx4AVX2BMI2
+
+donedotIQ1_Sx4AVX2BMI2:
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_Mx4AVX2BMI2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, BMI, BMI2, F16C
+TEXT ·dotIQ1_Mx4AVX2BMI2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq1m_delta<>+0(SB), DI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ1_Mx4AVX2BMI2
+
+loopdotIQ1_Mx4AVX2BMI2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPBROADCASTQ 48(AX), Y8
+	VPSHUFB      iq1mls0<>+0(SB), Y8, Y9
+	VPSRLVD      iq1mlsshift0<>+0(SB), Y9, Y9
+	VPAND        v32_00000007<>+0(SB), Y9, Y9
+	VPADDD       Y9, Y9, Y9
+	VPOR         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y9, Y10, Y10
+	VPSHUFB      iq1mls1<>+0(SB), Y8, Y8
+	VPSRLVD      iq1mlsshift1<>+0(SB), Y8, Y8
+	VPAND        v32_00000007<>+0(SB), Y8, Y8
+	VPADDD       Y8, Y8, Y8
+	VPOR         v32_00000001<>+0(SB), Y8, Y8
+	VPSLLD       $0x10, Y8, Y11
+	VPOR         Y8, Y11, Y11
+	VPACKUSDW    Y8, Y9, Y8
+	VPERMQ       $0xd8, Y8, Y8
+	VPSHUFB      iq1mcorr<>+0(SB), Y8, Y8
+	VPSLLW       $0x03, Y8, Y9
+	VPADDW       Y9, Y8, Y8
+	VMOVDQU      Y8, (SP)
+	MOVQ         $0x0000000000001010, R8
+	MOVQ         $0x0000000000001020, R9
+	VPSHUFD      $0x00, Y10, Y8
+	MOVWLZX      32(AX), R10
+	MOVL         (AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0f000f000f000f00<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y9
+	VPINSRQ      $0x01, (DI)(R12*8), X9, X9
+	VPBROADCASTQ (DI)(R13*8), X12
+	VPINSRQ      $0x01, (DI)(R11*8), X12, X12
+	VINSERTI128  $0x01, X12, Y9, Y9
+	VMOVDQU      4(CX), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPSHUFD      $0x55, Y10, Y8
+	MOVWLZX      34(AX), R10
+	MOVL         4(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0f000f000f000f00<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y9
+	VPINSRQ      $0x01, (DI)(R12*8), X9, X9
+	VPBROADCASTQ (DI)(R13*8), X12
+	VPINSRQ      $0x01, (DI)(R11*8), X12, X12
+	VINSERTI128  $0x01, X12, Y9, Y9
+	VMOVDQU      36(CX), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPSHUFD      $0xaa, Y10, Y8
+	MOVWLZX      36(AX), R10
+	MOVL         8(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0f000f000f000f00<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y9
+	VPINSRQ      $0x01, (DI)(R12*8), X9, X9
+	VPBROADCASTQ (DI)(R13*8), X12
+	VPINSRQ      $0x01, (DI)(R11*8), X12, X12
+	VINSERTI128  $0x01, X12, Y9, Y9
+	VMOVDQU      68(CX), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPSHUFD      $0xff, Y10, Y8
+	MOVWLZX      38(AX), R10
+	MOVL         12(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0f000f000f000f00<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y9
+	VPINSRQ      $0x01, (DI)(R12*8), X9, X9
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VMOVDQU      100(CX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPSHUFD      $0x00, Y11, Y8
+	MOVWLZX      40(AX), R10
+	MOVL         16(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0f000f000f000f00<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y9
+	VPINSRQ      $0x01, (DI)(R12*8), X9, X9
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VMOVDQU      132(CX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      132(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      132(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPSHUFD      $0x55, Y11, Y8
+	MOVWLZX      42(AX), R10
+	MOVL         20(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0f000f000f000f00<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y9
+	VPINSRQ      $0x01, (DI)(R12*8), X9, X9
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VMOVDQU      164(CX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPSHUFD      $0xaa, Y11, Y8
+	MOVWLZX      44(AX), R10
+	MOVL         24(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0f000f000f000f00<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y9
+	VPINSRQ      $0x01, (DI)(R12*8), X9, X9
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VMOVDQU      196(CX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPSHUFD      $0xff, Y11, Y8
+	MOVWLZX      46(AX), R10
+	MOVL         28(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0f000f000f000f00<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R8
+	BEXTRQ       R9, R11, R9
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y9
+	VPINSRQ      $0x01, (DI)(R8*8), X9, X9
+	VPBROADCASTQ (DI)(R9*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VMOVDQU      228(CX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	MOVQ         $0xf000f000f000f000, R9
+	MOVQ         48(AX), R8
+	PEXTQ        R9, R8, R8
+	VMOVD        R8, X8
+	VCVTPH2PS    X8, X8
+	VMOVDQU      (SP), Y9
+	VPMADDWD     260(CX), Y9, Y9
+	VPSUBD       Y9, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0x4e, X4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0xb1, X4, X9
+	VPADDD       X9, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
+	VADDSS       X4, X0, X0
+	VMOVDQU      (SP), Y4
+	VPMADDWD     260(CX)(BX*1), Y4, Y4
+	VPSUBD       Y4, Y5, Y5
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VMOVDQU      (SP), Y4
+	VPMADDWD     260(CX)(BX*2), Y4, Y4
+	VPSUBD       Y4, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VMOVDQU      (SP), Y4
+	VPMADDWD     260(CX)(SI*1), Y4, Y4
+	VPSUBD       Y4, Y7, Y7
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000038, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ1_Mx4AVX2BMI2
+
+donedotIQ1_Mx4AVX2BMI2:
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
 	VZEROUPPER
 	RET
 

@@ -113,22 +113,22 @@ func dotIQ4_XSAVX512(w *byte, a *byte, nb int) float32
 func dotIQ4_XSr8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
-func dotIQ2_XXSAVX512(w *byte, a *byte, nb int, grid *uint64) float32
+func dotIQ2_XXSAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotIQ2_XXSx4AVX512(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
+func dotIQ2_XSAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotIQ2_XSAVX512(w *byte, a *byte, nb int, grid *uint64) float32
+func dotIQ2_SAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotIQ2_XSx4AVX512(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
+func dotIQ2_XXSx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
-func dotIQ2_SAVX512(w *byte, a *byte, nb int, grid *uint64) float32
+func dotIQ2_XSx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
-func dotIQ2_Sx4AVX512(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
+func dotIQ2_Sx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotIQ3_XXSAVX512(w *byte, a *byte, nb int) float32
@@ -575,22 +575,22 @@ func dotIQ4_XSVNNI256(w *byte, a *byte, nb int) float32
 func dotIQ4_XSr8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
-func dotIQ2_XXSVNNI256(w *byte, a *byte, nb int, grid *uint64) float32
+func dotIQ2_XXSVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotIQ2_XXSx4VNNI256(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
+func dotIQ2_XSVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotIQ2_XSVNNI256(w *byte, a *byte, nb int, grid *uint64) float32
+func dotIQ2_SVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotIQ2_XSx4VNNI256(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
+func dotIQ2_XXSx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
-func dotIQ2_SVNNI256(w *byte, a *byte, nb int, grid *uint64) float32
+func dotIQ2_XSx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
-func dotIQ2_Sx4VNNI256(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
+func dotIQ2_Sx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotIQ3_XXSVNNI256(w *byte, a *byte, nb int) float32

@@ -36,11 +36,20 @@ func BenchmarkMatMul(b *testing.B)      { kerneltest.BenchMatMul(b, kit) }
 func BenchmarkSideBySide(b *testing.B)  { kerneltest.BenchSideBySide(b, kit) }
 
 // TestLevelTable prints the level comparison behind preferred() when
-// K3_LEVEL_TABLE is set (a repetition count).
+// K3_LEVEL_TABLE is set (a repetition count): of the K-quants, or with
+// K3_LEVEL_TYPES=iq of the grid types.
 func TestLevelTable(t *testing.T) {
 	reps, _ := strconv.Atoi(os.Getenv("K3_LEVEL_TABLE"))
 	if reps <= 0 {
 		t.Skip("set K3_LEVEL_TABLE=N to print the level table (N repetitions, best-of)")
 	}
-	kerneltest.LevelTable(t, kit, reps)
+	set := os.Getenv("K3_LEVEL_TYPES")
+	if set == "" {
+		set = "k"
+	}
+	types, ok := kerneltest.LevelTypes[set]
+	if !ok {
+		t.Fatalf("K3_LEVEL_TYPES=%q: want k or iq", set)
+	}
+	kerneltest.LevelTable(t, kit, reps, types)
 }

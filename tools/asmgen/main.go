@@ -38,6 +38,7 @@ func main() {
 	switch *targetName {
 	case "avx2":
 		genAll(targets["avx2"])
+		genIQBMI2(targets["avx2bmi2"])
 		genQuantizeQ8K("AVX2")
 	case "avx512":
 		genAll(targets["avx512"])
@@ -49,6 +50,16 @@ func main() {
 		os.Exit(2)
 	}
 	Generate()
+}
+
+// genIQBMI2 emits the grid kernels whose indices BMI2 makes (wordIdx).
+func genIQBMI2(t *target) {
+	for _, rows := range []int{1, 4} {
+		genIQ2S(t, rows)
+		genIQ3S(t, rows)
+		genIQ1S(t, rows)
+		genIQ1M(t, rows)
+	}
 }
 
 // genAll emits every dot-product kernel for one target.

@@ -17,6 +17,10 @@ type target struct {
 	suffix string // appended to every function name
 	w      int    // vector width in bytes: 32 or 64
 	vnni   bool   // VPDPBUSD/VPDPWSSD available (AVX512_VNNI)
+	// bmi2: PDEP/PEXT/BEXTR/RORX may be used, and are fast (every
+	// AVX-512 CPU; the AVX2 plugin's avx2bmi2 kernels are for CPUs where
+	// they are: Zen 1/2 microcode PDEP).
+	bmi2 bool
 
 	// memConsts makes konst return memory operands: set while emitting a
 	// 256-bit kernel that needs all 16 registers for itself.
@@ -24,10 +28,11 @@ type target struct {
 }
 
 var targets = map[string]*target{
-	"avx2":    {suffix: "AVX2", w: 32},
-	"avx512":  {suffix: "AVX512", w: 64},
-	"vnni":    {suffix: "VNNI", w: 64, vnni: true},
-	"vnni256": {suffix: "VNNI256", w: 32, vnni: true},
+	"avx2":     {suffix: "AVX2", w: 32},
+	"avx2bmi2": {suffix: "AVX2BMI2", w: 32, bmi2: true},
+	"avx512":   {suffix: "AVX512", w: 64, bmi2: true},
+	"vnni":     {suffix: "VNNI", w: 64, vnni: true, bmi2: true},
+	"vnni256":  {suffix: "VNNI256", w: 32, vnni: true, bmi2: true},
 }
 
 func (t *target) zmm() bool { return t.w == 64 }
@@ -58,6 +63,14 @@ func (t *target) or(src2, src1, dst Op) {
 		VPORD(src2, src1, dst)
 	} else {
 		VPOR(src2, src1, dst)
+	}
+}
+
+func (t *target) xor(src2, src1, dst Op) {
+	if t.evex() {
+		VPXORD(src2, src1, dst)
+	} else {
+		VPXOR(src2, src1, dst)
 	}
 }
 

@@ -65,17 +65,12 @@ type Funcs struct {
 	// apart into out[0:4], as Q2Kx4 is for Q2_K: a block's trits are
 	// unpacked once for the four.
 	TQ1x4, TQ2x4 func(w, a *byte, nb, astride int, out *float32)
-	// IQ2XXS, IQ2XS and IQ2S are one weight row of nb super-blocks times
-	// a Q8_K row, grid the type's grid table (core/quant's, which
-	// iq2.go passes); the x4 kernels take four Q8_K rows astride bytes
-	// apart into out[0:4].
-	IQ2XXS, IQ2XS, IQ2S       func(w, a *byte, nb int, grid *uint64) float32
-	IQ2XXSx4, IQ2XSx4, IQ2Sx4 func(w, a *byte, nb, astride int, grid *uint64, out *float32)
-	// IQ3XXS, IQ3S, IQ1S and IQ1M are one row of nb super-blocks of
-	// their type times a Q8_K row.
-	IQ3XXS, IQ3S, IQ1S, IQ1M func(w, a *byte, nb int) float32
-	// IQ3XXSx4..IQ1Mx4 are those times four Q8_K rows, as Q2Kx4 is.
-	IQ3XXSx4, IQ3Sx4, IQ1Sx4, IQ1Mx4 func(w, a *byte, nb, astride int, out *float32)
+	// IQ2XXS, IQ2XS, IQ2S, IQ3XXS, IQ3S, IQ1S and IQ1M are one row of nb
+	// super-blocks of their type times a Q8_K row (their grids are
+	// generated into the assembly from core/quant's).
+	IQ2XXS, IQ2XS, IQ2S, IQ3XXS, IQ3S, IQ1S, IQ1M func(w, a *byte, nb int) float32
+	// IQ2XXSx4..IQ1Mx4 are those times four Q8_K rows, as Q2Kx4 is.
+	IQ2XXSx4, IQ2XSx4, IQ2Sx4, IQ3XXSx4, IQ3Sx4, IQ1Sx4, IQ1Mx4 func(w, a *byte, nb, astride int, out *float32)
 
 	// F32, F16 and BF16 take FloatRows weight rows (1 if unset) wstride
 	// bytes apart and a prepared activation row, n elements of each (a
@@ -112,6 +107,7 @@ func (k *Kit) Add(name string, f Funcs) {
 	for t, fn := range map[quant.Type]func(w, a *byte, nb int) float32{
 		quant.Q2_K: f.Q2K, quant.Q3_K: f.Q3K, quant.Q4_K: f.Q4K, quant.Q5_K: f.Q5K, quant.Q6_K: f.Q6K,
 		quant.IQ4_XS: f.IQ4XS, quant.TQ1_0: f.TQ1, quant.TQ2_0: f.TQ2,
+		quant.IQ2_XXS: f.IQ2XXS, quant.IQ2_XS: f.IQ2XS, quant.IQ2_S: f.IQ2S,
 		quant.IQ3_XXS: f.IQ3XXS, quant.IQ3_S: f.IQ3S, quant.IQ1_S: f.IQ1S, quant.IQ1_M: f.IQ1M,
 	} {
 		if fn != nil {
@@ -121,6 +117,7 @@ func (k *Kit) Add(name string, f Funcs) {
 	for t, fn := range map[quant.Type]func(w, a *byte, nb, astride int, out *float32){
 		quant.Q2_K: f.Q2Kx4, quant.Q3_K: f.Q3Kx4, quant.Q4_K: f.Q4Kx4, quant.Q5_K: f.Q5Kx4, quant.Q6_K: f.Q6Kx4,
 		quant.TQ1_0: f.TQ1x4, quant.TQ2_0: f.TQ2x4,
+		quant.IQ2_XXS: f.IQ2XXSx4, quant.IQ2_XS: f.IQ2XSx4, quant.IQ2_S: f.IQ2Sx4,
 		quant.IQ3_XXS: f.IQ3XXSx4, quant.IQ3_S: f.IQ3Sx4, quant.IQ1_S: f.IQ1Sx4, quant.IQ1_M: f.IQ1Mx4,
 	} {
 		if fn != nil {
@@ -181,7 +178,6 @@ func (k *Kit) Add(name string, f Funcs) {
 	if f.FastBF16 != nil {
 		l.fast[quant.BF16] = newFastPrep(quant.BF16, f.FastBF16, f.FastRows)
 	}
-	l.addIQ2(f)
 	l.addPrepared(f)
 	l.addPrepared4(f)
 	k.levels = append(k.levels, l)

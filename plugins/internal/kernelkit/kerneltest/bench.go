@@ -135,15 +135,22 @@ func benchMatMul(b *testing.B, k *kernelkit.Kit, rows, n, m int, suffix string, 
 	}
 }
 
-// LevelTable prints, for each K-quant type, the best-of time of a matrix
-// × vector and of matrix × matrix products of a few activation rows at
+// LevelTypes are LevelTable's type sets: "k", the K-quants, and "iq", the
+// grid types.
+var LevelTypes = map[string][]quant.Type{
+	"k":  {quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K},
+	"iq": {quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S, quant.IQ1_S, quant.IQ1_M},
+}
+
+// LevelTable prints, for each of types, the best-of time of a matrix ×
+// vector and of matrix × matrix products of a few activation rows at
 // every level, one thread: the figures behind a plugin's preferred level.
 // Best-of (not the mean) because the shared machines this runs on are
 // rarely quiet; the minimum of many short runs is the uncontended time.
-func LevelTable(t *testing.T, k *kernelkit.Kit, reps int) {
+func LevelTable(t *testing.T, k *kernelkit.Kit, reps int, types []quant.Type) {
 	keepLevel(t, k)
 	const rows, n = 2048, 7168
-	for _, typ := range []quant.Type{quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
+	for _, typ := range types {
 		r := rand.New(rand.NewPCG(8, uint64(typ)))
 		w := randWeights(r, typ, rows*n)
 		for _, m := range []int{1, 4, 8, 16} {
@@ -152,7 +159,7 @@ func LevelTable(t *testing.T, k *kernelkit.Kit, reps int) {
 				act = append(act, randActs(r, typ, n)...)
 			}
 			out := make([]float32, rows*m)
-			line := fmt.Sprintf("%-5s m=%-2d", typ, m)
+			line := fmt.Sprintf("%-7s m=%-2d", typ, m)
 			for _, lv := range k.Levels() {
 				if lv == "generic" {
 					continue

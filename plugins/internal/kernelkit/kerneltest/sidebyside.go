@@ -92,6 +92,9 @@ func BenchSideBySide(b *testing.B, k *kernelkit.Kit) {
 					med := times[len(times)/2]
 					b.ReportMetric(float64(med.Nanoseconds()), "median-ns/op")
 					b.ReportMetric(float64(len(w))/float64(med.Nanoseconds()), "median-GB/s")
+					// The best, as k3ref matvec's best_us: the uncontended time
+					// on a loaded machine.
+					b.ReportMetric(float64(times[0].Nanoseconds()), "best-ns/op")
 					if fb := kernelkit.FloatFallbacks() - fb; fb > 0 {
 						// The plain float rows the exactness bound could not decide.
 						b.ReportMetric(float64(fb)/float64(len(times)*rows), "fallbacks/row")
