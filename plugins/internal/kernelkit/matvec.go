@@ -66,10 +66,12 @@ func (k *Kit) matMulPlan(t quant.Type, w []byte, rows, n int, act []byte, m int,
 		act = p.rows(act, n, int(arow), m, bp)
 		arow = int64(n / quant.QK_K * prepBlock)
 		f = p.dot
-		if p.tiled(n) {
+		if p.tiled(n) || m >= 2 && p.tileN[min(m, 4)] != nil {
+			// Rows too long to prepare whole, or several short ones
+			// (routed experts of a batched decode step): each weight row
+			// read once for all of them, four at a time, then the rest
+			// together, as far as there are kernels for several rows.
 			return func(r0, r1 int) {
-				// Four rows at a time, then the rest together, as far as
-				// there are kernels for several rows.
 				j := 0
 				for ; m-j >= 2; j += 4 {
 					g := min(4, m-j)
