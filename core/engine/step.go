@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -9,7 +10,7 @@ import (
 
 // minGather is the least a step waits for the other decoding slots to
 // hand in their next token; a step waits up to gatherShare of the last
-// call's time. Between steps a slot samples and sends a token to its
+// decode step's time. Between steps a slot samples and sends a token to its
 // client, far less than a step of a large model; but on a loaded machine
 // a slot's goroutine can wait milliseconds to run, and a step that goes
 // without it leaves it to a step of its own, a whole pass over the
@@ -36,7 +37,7 @@ type stepper struct {
 	// is ready goes on at once, not after every other waiter took the
 	// turn in its own turn.
 	turn chan struct{}
-	last time.Duration // the last call's time (turn held)
+	last time.Duration // the last call of decode tokens only: its time (turn held)
 
 	pmu      sync.Mutex
 	pending  []*stepReq
@@ -124,17 +125,23 @@ func (st *stepper) forward(s model.State, toks []int32) ([]float32, error) {
 			return r.logits, r.err
 		case st.turn <- struct{}{}:
 		}
-		select {
-		case <-r.done: // the call before took it
-		default:
-			st.run(st.collect())
-		}
-		st.unlock()
+		st.take(r)
+	}
+}
+
+// take runs a call unless one before took r (turn held; given back even
+// if the model panics).
+func (st *stepper) take(r *stepReq) {
+	defer st.unlock()
+	select {
+	case <-r.done:
+	default:
+		st.run(st.collect())
 	}
 }
 
 // collect takes the pending requests, waiting up to a share of the last
-// call's time for every decoding slot to hand one in (turn held).
+// decode step's time for every decoding slot to hand one in (turn held).
 func (st *stepper) collect() []*stepReq {
 	deadline := time.NewTimer(max(minGather, st.last/gatherShare))
 	defer deadline.Stop()
@@ -213,7 +220,9 @@ func (st *stepper) run(batch []*stepReq) {
 	logits := make([]float32, len(batch)*v)
 	start := time.Now()
 	err := model.ForwardBatch(st.m, states, tokens, logits)
-	st.last = time.Since(start)
+	if !slices.ContainsFunc(tokens, func(t []int32) bool { return len(t) != 1 }) {
+		st.last = time.Since(start) // a prompt batch's call says nothing of a step's
+	}
 	for i, r := range batch {
 		r.err = err
 		if err == nil {

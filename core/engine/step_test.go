@@ -164,3 +164,51 @@ func TestStepperDecodeBatched(t *testing.T) {
 		t.Errorf("%d decode calls ran %d rows, want about %d calls of %d", calls, rows, steps, slots)
 	}
 }
+
+// panicModel is countModel panicking on its first call.
+type panicModel struct {
+	countModel
+	panicked bool
+}
+
+func (m *panicModel) Forward(s model.State, toks []int32, all bool, logits []float32) error {
+	return m.ForwardBatch([]model.State{s}, [][]int32{toks}, logits)
+}
+
+func (m *panicModel) ForwardBatch(states []model.State, tokens [][]int32, logits []float32) error {
+	if !m.panicked {
+		m.panicked = true
+		panic("model fault")
+	}
+	return m.countModel.ForwardBatch(states, tokens, logits)
+}
+
+// TestStepperPanicGivesBackTurn: a forward call that panics (recovered
+// up the stack, as the server's middleware does) leaves the model free
+// for the next one.
+func TestStepperPanicGivesBackTurn(t *testing.T) {
+	m := &panicModel{}
+	st := newStepper(m, 16)
+	s := m.NewState()
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the model's panic did not reach the caller")
+			}
+		}()
+		st.decode(s, 1)
+	}()
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.decode(s, 2)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the next call waits for a turn the panicking one kept")
+	}
+}

@@ -447,7 +447,7 @@ func (s *Server) newJob(route string, b Backend, f *samplingFields, text string,
 	if aerr != nil {
 		return nil, aerr
 	}
-	if _, aerr := s.choiceCount(f, route == "chat" || route == "completions"); aerr != nil {
+	if _, aerr := s.choiceCount(f, route == "chat" || route == "completions" || route == "completion"); aerr != nil {
 		return nil, aerr
 	}
 	for i, st := range f.Stop {

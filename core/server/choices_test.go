@@ -66,12 +66,94 @@ func TestChoices(t *testing.T) {
 	for _, c := range []struct{ path, body, msg string }{
 		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"n":4}`, "-np 4"},
 		{"/v1/completions", `{"prompt":"x","n":0}`, "at least 1"},
-		{"/completion", `{"prompt":"x","n":2}`, "/v1/chat/completions and /v1/completions only"},
+		{"/v1/messages", `{"model":"m","max_tokens":4,"messages":[{"role":"user","content":"x"}],"n":2}`, "/completion and /infill only"},
+		{"/completion", `{"prompt":"x","n_cmpl":4}`, "n_cmpl = 4 is more choices than this server runs at once"},
+		{"/v1/completions", `{"prompt":"x","n":2,"n_cmpl":0}`, "n_cmpl = 0 must be at least 1"},
 	} {
 		code, _, b := ts.do(t, "POST", c.path, c.body)
 		if e := decodeErr(t, b); code != 400 || !strings.Contains(e.Error.Message, c.msg) {
 			t.Errorf("%s %s: %d %s", c.path, c.body, code, b)
 		}
+	}
+}
+
+// TestNativeChoices: llama-server's /completion takes n_cmpl (and n, which
+// n_cmpl overrides): n_cmpl = 3 answers an array of three results, index
+// 0..2, result i being what n_cmpl = 1 with seed + i gives; streamed, the
+// chunks carry their result's index and each result ends once.
+func TestNativeChoices(t *testing.T) {
+	be, err := local.Open(tinyModel(t), local.Options{Threads: 2, Context: 512, Slots: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	s := server.New(server.Options{Parallel: 3, RequestLog: io.Discard, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, be)
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ts := &testServer{Server: hs, srv: s}
+
+	type result struct {
+		Index   int     `json:"index"`
+		Content string  `json:"content"`
+		Tokens  []int32 `json:"tokens"`
+		Stop    bool    `json:"stop"`
+	}
+	const seed = 5
+	body := func(n string, seed int, stream bool) string {
+		return fmt.Sprintf(`{"prompt":"Three colours:",%s"seed":%d,"temperature":1,"n_predict":6,"ignore_eos":true,"return_tokens":true,"stream":%v}`, n, seed, stream)
+	}
+	var want []result
+	for i := range 3 {
+		code, _, b := ts.do(t, "POST", "/completion", body("", seed+i, false))
+		var r result
+		if code != 200 {
+			t.Fatalf("n_cmpl 1: %d %s", code, b)
+		}
+		decodeTo(t, b, &r)
+		if len(r.Tokens) != 6 || !r.Stop {
+			t.Fatalf("seed %d: %+v", seed+i, r)
+		}
+		r.Index = i
+		want = append(want, r)
+	}
+	if cmp.Equal(want[0].Tokens, want[1].Tokens) && cmp.Equal(want[1].Tokens, want[2].Tokens) {
+		t.Fatalf("seeds %d.. give the same tokens: %v", seed, want[0].Tokens)
+	}
+	for _, n := range []string{`"n_cmpl":3,`, `"n":3,`, `"n":1,"n_cmpl":3,`} {
+		code, _, b := ts.do(t, "POST", "/completion", body(n, seed, false))
+		var got []result
+		if code != 200 {
+			t.Fatalf("%s: %d %s", n, code, b)
+		}
+		decodeTo(t, b, &got)
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("%s: results (-each alone +together):\n%s", n, d)
+		}
+	}
+	code, _, b := ts.do(t, "POST", "/completion", body(`"n_cmpl":3,`, seed, true))
+	if code != 200 {
+		t.Fatalf("stream: %d %s", code, b)
+	}
+	got := make([]result, 3)
+	for _, ev := range sseEvents(t, bytes.NewReader(b)) {
+		var r result
+		if err := json.Unmarshal([]byte(ev), &r); err != nil || r.Index < 0 || r.Index > 2 {
+			t.Fatalf("stream: %v: %s", err, ev)
+		}
+		g := &got[r.Index]
+		if g.Stop {
+			t.Errorf("stream: result %d goes on after its end: %s", r.Index, ev)
+		}
+		g.Index, g.Stop = r.Index, r.Stop
+		g.Content += r.Content
+		if !r.Stop {
+			g.Tokens = append(g.Tokens, r.Tokens...)
+		} else if !cmp.Equal(r.Tokens, g.Tokens) {
+			t.Errorf("stream: result %d ends with tokens %v, its chunks had %v", r.Index, r.Tokens, g.Tokens)
+		}
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("stream: results (-each alone +together):\n%s", d)
 	}
 }
 

@@ -216,22 +216,28 @@ func combine(res []GenerateResult) GenerateResult {
 	return all
 }
 
-// choiceCount validates n (OpenAI's choices per request): 1 to the
-// server's slots, since the choices run at once, each on its own slot
-// (llama-server's limit too); only the routes that return choices
-// (chat and completions) take more than one.
+// choiceCount validates n (OpenAI's choices per request), or n_cmpl
+// (llama-server's name, which wins when both are set): 1 to the server's
+// slots, since the choices run at once, each on its own slot
+// (llama-server's limit too); only the routes that return several
+// results (chat, completions and llama-server's /completion and /infill)
+// take more than one.
 func (s *Server) choiceCount(f *samplingFields, multi bool) (int, *apiError) {
-	if f.N == nil {
+	name, v := "n", f.N
+	if f.NCmpl != nil {
+		name, v = "n_cmpl", f.NCmpl
+	}
+	if v == nil {
 		return 1, nil
 	}
-	n := *f.N
+	n := *v
 	switch {
 	case n < 1:
-		return 0, errInvalid(fmt.Sprintf("n = %d must be at least 1", n))
+		return 0, errInvalid(fmt.Sprintf("%s = %d must be at least 1", name, n))
 	case n > 1 && !multi:
-		return 0, errInvalid("n > 1 is supported on /v1/chat/completions and /v1/completions only")
+		return 0, errInvalid(fmt.Sprintf("%s > 1 is supported on /v1/chat/completions, /v1/completions, /completion and /infill only", name))
 	case n > s.opts.Parallel:
-		return 0, errInvalid(fmt.Sprintf("n = %d is more choices than this server runs at once: it has %d slots (start it with -np %d or more)", n, s.opts.Parallel, n))
+		return 0, errInvalid(fmt.Sprintf("%s = %d is more choices than this server runs at once: it has %d slots (start it with -np %d or more)", name, n, s.opts.Parallel, n))
 	}
 	return n, nil
 }

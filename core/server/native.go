@@ -124,62 +124,78 @@ func mixedPrompt(b Backend, raw json.RawMessage) ([]int32, *apiError) {
 
 // runNative generates for /completion and /infill and answers in
 // llama-server's native shape, streamed as data: lines without [DONE].
+// With n_cmpl (or n) > 1 the choices run together: the answer is an array
+// of results with index 0..n-1 (a stream's chunks carry their index), as
+// llama-server gives for several results.
 func (s *Server) runNative(c echo.Context, b Backend, req *nativeRequest, toks []int32) error {
 	if req.PostSamplingProbs {
 		return errNotSupported("post_sampling_probs is not supported: k3 reports n_probs before sampling")
 	}
-	j, aerr := s.newJob("completion", b, &req.samplingFields, "", toks)
+	n, aerr := s.choiceCount(&req.samplingFields, true)
 	if aerr != nil {
 		return aerr
 	}
-	var rec *probRecorder
-	var probs []tokenProb
-	if req.NProbs > 0 {
-		rec = &probRecorder{n: min(req.NProbs, b.ModelInfo().Vocab), texts: s.tokenTexts()}
-		j.mask = rec.observe
-	}
-	if aerr := s.constrainText(j, &req.samplingFields); aerr != nil {
+	chs, aerr := choiceJobs(n, func() (*nativeChoice, *job, *apiError) {
+		j, aerr := s.newJob("completion", b, &req.samplingFields, "", toks)
+		if aerr != nil {
+			return nil, nil, aerr
+		}
+		ch := &nativeChoice{j: j}
+		if req.NProbs > 0 {
+			ch.rec = &probRecorder{n: min(req.NProbs, b.ModelInfo().Vocab), texts: s.tokenTexts()}
+			j.mask = ch.rec.observe
+		}
+		if aerr := s.constrainText(j, &req.samplingFields); aerr != nil {
+			return nil, nil, aerr
+		}
+		ch.stops = sample.NewStopMatcher(j.stops)
+		return ch, j, nil
+	})
+	if aerr != nil {
 		return aerr
 	}
-	stops := sample.NewStopMatcher(j.stops)
-	var text strings.Builder
-	var generated []int32
-	word := false
+	stream := chs[0].j.stream
 	var w *sse
 	onStart := func() error {
-		if j.stream {
+		if stream {
 			w = s.startSSE(c)
 		}
 		return nil
 	}
-	res, err := s.run(c, b, j, onStart, func(p Piece) error {
-		out, stopped := stops.Feed(p.Text)
-		text.WriteString(out)
-		real := p.Token >= 0 // not the flush of an incomplete character
-		var prob []tokenProb
-		if real {
-			generated = append(generated, p.Token)
-			if rec != nil {
-				prob = []tokenProb{rec.entry(p.Token)}
-				probs = append(probs, prob[0])
+	jobs := make([]*job, n)
+	emits := make([]func(Piece) error, n)
+	for i, ch := range chs {
+		jobs[i] = ch.j
+		emits[i] = func(p Piece) error {
+			out, stopped := ch.stops.Feed(p.Text)
+			ch.text.WriteString(out)
+			real := p.Token >= 0 // not the flush of an incomplete character
+			var prob []tokenProb
+			if real {
+				ch.generated = append(ch.generated, p.Token)
+				if ch.rec != nil {
+					prob = []tokenProb{ch.rec.entry(p.Token)}
+					ch.probs = append(ch.probs, prob[0])
+				}
 			}
-		}
-		if w != nil && (out != "" || prob != nil || (req.ReturnTokens && real)) {
-			chunk := nativeResult{Content: out, Tokens: []int32{}, TokensPredicted: len(generated), TokensEvaluated: len(j.prompt)}
-			if req.ReturnTokens && real {
-				chunk.Tokens = []int32{p.Token}
+			if w != nil && (out != "" || prob != nil || (req.ReturnTokens && real)) {
+				chunk := nativeResult{Index: i, Content: out, Tokens: []int32{}, TokensPredicted: len(ch.generated), TokensEvaluated: len(ch.j.prompt)}
+				if req.ReturnTokens && real {
+					chunk.Tokens = []int32{p.Token}
+				}
+				chunk.Probs = prob
+				if err := w.send(chunk); err != nil {
+					return err
+				}
 			}
-			chunk.Probs = prob
-			if err := w.send(chunk); err != nil {
-				return err
+			if stopped {
+				ch.word = true
+				return ErrStop
 			}
+			return nil
 		}
-		if stopped {
-			word = true
-			return ErrStop
-		}
-		return nil
-	})
+	}
+	res, err := s.runN(c, b, jobs, onStart, emits)
 	cut := errors.Is(err, errInterrupted)
 	if err != nil && !cut {
 		if w == nil {
@@ -190,26 +206,52 @@ func (s *Server) runNative(c echo.Context, b Backend, req *nativeRequest, toks [
 		}
 		return nil
 	}
-	tail := stops.Flush()
-	text.WriteString(tail)
-	final := s.nativeFinal(b, j, res, word)
-	final.Content = text.String()
-	if req.ReturnTokens {
-		final.Tokens = generated
-	}
-	if rec != nil && w == nil {
-		final.Probs = probs
-	}
-	final.GenerationSettings["n_probs"] = req.NProbs
-	if cut {
-		final.Error = errCutShort()
+	finals := make([]nativeResult, n)
+	for i, ch := range chs {
+		tail := ch.stops.Flush()
+		ch.text.WriteString(tail)
+		final := s.nativeFinal(b, ch.j, res[i], ch.word)
+		final.Index = i
+		final.Content = ch.text.String()
+		if w != nil {
+			final.Content = tail
+		}
+		if req.ReturnTokens {
+			final.Tokens = ch.generated
+		}
+		if ch.rec != nil && w == nil {
+			final.Probs = ch.probs
+		}
+		final.GenerationSettings["n_probs"] = req.NProbs
+		if cut {
+			final.Error = errCutShort()
+		}
+		finals[i] = final
 	}
 	if w == nil {
-		return s.writeJSON(c, final)
+		if n == 1 {
+			return s.writeJSON(c, finals[0])
+		}
+		return s.writeJSON(c, finals)
 	}
-	final.Content = tail
-	_ = w.send(final)
+	for _, f := range finals {
+		if w.send(f) != nil {
+			return nil
+		}
+	}
 	return nil
+}
+
+// nativeChoice is one choice of a native completion: its job, stop
+// strings and n_probs recorder, and what it generated.
+type nativeChoice struct {
+	j         *job
+	stops     *sample.StopMatcher
+	rec       *probRecorder // nil: no n_probs
+	text      strings.Builder
+	generated []int32
+	probs     []tokenProb
+	word      bool // ended by a stop string
 }
 
 // nativeFinal is the last result of a native completion, content aside.

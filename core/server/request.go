@@ -31,6 +31,7 @@ type samplingFields struct {
 	Stop                stopList        `json:"stop"`
 	LogitBias           logitBias       `json:"logit_bias"`
 	N                   *int            `json:"n"`
+	NCmpl               *int            `json:"n_cmpl"` // llama-server's name for n; it wins over n
 	IgnoreEOS           bool            `json:"ignore_eos"`
 	Stream              bool            `json:"stream"`
 	StreamOptions       *streamOptions  `json:"stream_options"`

@@ -102,6 +102,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"tool_choice":{"function":{"name":"f"}}}`,
 		`{"prompt":[1,2,3],"stream":true,"stream_options":{"include_usage":true},"logit_bias":[[1,false]]}`,
 		`{"prompt":["a"],"temperature":-1,"top_p":2,"n":3,"seed":-1}`,
+		`{"prompt":"a","n":1,"n_cmpl":3}`,
 		`{"messages":[{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"f","arguments":"{}"}}]}],"chat_template_kwargs":{"enable_thinking":1}}`,
 		`[`, `null`, `{"messages":null}`, `{"prompt":[[[1]]]}`,
 	} {
@@ -116,6 +117,9 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 			if n, aerr := maxTokens(&cr.samplingFields, 10, info.ContextLength); aerr == nil && (n < 1 || n > 54) {
 				t.Fatalf("max tokens %d outside 1..54", n)
+			}
+			if n, aerr := (&Server{opts: Options{Parallel: 4}}).choiceCount(&cr.samplingFields, true); aerr == nil && (n < 1 || n > 4) {
+				t.Fatalf("%d choices accepted on 4 slots", n)
 			}
 			if cfg, aerr := samplingConfig(&cr.samplingFields, info); aerr == nil {
 				for id := range cfg.LogitBias {

@@ -30,6 +30,7 @@ func init() {
 func addLevel(k *kernelkit.Kit, bmi2 bool) {
 	f := kernelkit.Funcs{
 		Q2K: dotQ2KAVX2, Q3K: dotQ3KAVX2, Q4K: dotQ4KAVX2, Q5K: dotQ5KAVX2, Q6K: dotQ6KAVX2,
+		Q2Kx2: dotQ2Kx2AVX2, Q2Kx3: dotQ2Kx3AVX2,
 		Q2Kx4: dotQ2Kx4AVX2, Q3Kx4: dotQ3Kx4AVX2, Q4Kx4: dotQ4Kx4AVX2, Q5Kx4: dotQ5Kx4AVX2, Q6Kx4: dotQ6Kx4AVX2,
 		Q3KP: dotQ3KPAVX2, Q6KP: dotQ6KPAVX2, Q3KPT: lrDotQ3KPTAVX2, Q6KPT: lrDotQ6KPTAVX2, Q4KP: dotQ4KPAVX2, Q5KP: dotQ5KPAVX2, Q4KPT: dotQ4KPTAVX2, Q5KPT: dotQ5KPTAVX2, PrepQ8K: q63PrepQ8KAVX2,
 		Q4Kx4P: dotQ4Kx4PAVX2, Q5Kx4P: dotQ5Kx4PAVX2, PrepQ45: q4mmPrepQ8KAVX2,

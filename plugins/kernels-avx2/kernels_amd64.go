@@ -8,6 +8,12 @@ package kernelsavx2
 func dotQ2KAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ2Kx2AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotQ2Kx3AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ2Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape

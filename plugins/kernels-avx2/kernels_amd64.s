@@ -691,6 +691,315 @@ DATA scidx16<>+248(SB)/4, $0x800f800f
 DATA scidx16<>+252(SB)/4, $0x800f800f
 GLOBL scidx16<>(SB), RODATA|NOPTR, $256
 
+// func dotQ2Kx2AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ2Kx2AVX2(SB), NOSPLIT, $0-40
+	MOVQ  w+0(FP), AX
+	MOVQ  a+8(FP), CX
+	MOVQ  nb+16(FP), DX
+	MOVQ  astride+24(FP), BX
+	VPXOR Y0, Y0, Y0
+	TESTQ DX, DX
+	JZ    donedotQ2Kx2AVX2
+
+loopdotQ2Kx2AVX2:
+	VBROADCASTI128 (AX), Y1
+	VPAND          v32_0f0f0f0f<>+0(SB), Y1, Y1
+	VMOVDQU        16(AX), Y3
+	VPAND          v32_03030303<>+0(SB), Y3, Y2
+	VPSHUFB        scidx16<>+0(SB), Y1, Y4
+	VPMADDUBSW     4(CX), Y2, Y5
+	VPMADDWD       Y4, Y5, Y5
+	VPMADDUBSW     4(CX)(BX*1), Y2, Y2
+	VPMADDWD       Y4, Y2, Y2
+	VPSRLW         $0x02, Y3, Y4
+	VPAND          v32_03030303<>+0(SB), Y4, Y4
+	VPSHUFB        scidx16<>+32(SB), Y1, Y7
+	VPMADDUBSW     36(CX), Y4, Y8
+	VPMADDWD       Y7, Y8, Y8
+	VPADDD         Y8, Y5, Y5
+	VPMADDUBSW     36(CX)(BX*1), Y4, Y4
+	VPMADDWD       Y7, Y4, Y4
+	VPADDD         Y4, Y2, Y2
+	VPSRLW         $0x04, Y3, Y4
+	VPAND          v32_03030303<>+0(SB), Y4, Y4
+	VPSHUFB        scidx16<>+64(SB), Y1, Y7
+	VPMADDUBSW     68(CX), Y4, Y8
+	VPMADDWD       Y7, Y8, Y8
+	VPADDD         Y8, Y5, Y5
+	VPMADDUBSW     68(CX)(BX*1), Y4, Y4
+	VPMADDWD       Y7, Y4, Y4
+	VPADDD         Y4, Y2, Y2
+	VPSRLW         $0x06, Y3, Y3
+	VPAND          v32_03030303<>+0(SB), Y3, Y3
+	VPSHUFB        scidx16<>+96(SB), Y1, Y4
+	VPMADDUBSW     100(CX), Y3, Y7
+	VPMADDWD       Y4, Y7, Y7
+	VPADDD         Y7, Y5, Y5
+	VPMADDUBSW     100(CX)(BX*1), Y3, Y3
+	VPMADDWD       Y4, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VMOVDQU        48(AX), Y4
+	VPAND          v32_03030303<>+0(SB), Y4, Y3
+	VPSHUFB        scidx16<>+128(SB), Y1, Y7
+	VPMADDUBSW     132(CX), Y3, Y8
+	VPMADDWD       Y7, Y8, Y8
+	VPADDD         Y8, Y5, Y5
+	VPMADDUBSW     132(CX)(BX*1), Y3, Y3
+	VPMADDWD       Y7, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VPSRLW         $0x02, Y4, Y3
+	VPAND          v32_03030303<>+0(SB), Y3, Y3
+	VPSHUFB        scidx16<>+160(SB), Y1, Y7
+	VPMADDUBSW     164(CX), Y3, Y8
+	VPMADDWD       Y7, Y8, Y8
+	VPADDD         Y8, Y5, Y5
+	VPMADDUBSW     164(CX)(BX*1), Y3, Y3
+	VPMADDWD       Y7, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VPSRLW         $0x04, Y4, Y3
+	VPAND          v32_03030303<>+0(SB), Y3, Y3
+	VPSHUFB        scidx16<>+192(SB), Y1, Y7
+	VPMADDUBSW     196(CX), Y3, Y8
+	VPMADDWD       Y7, Y8, Y8
+	VPADDD         Y8, Y5, Y5
+	VPMADDUBSW     196(CX)(BX*1), Y3, Y3
+	VPMADDWD       Y7, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VPSRLW         $0x06, Y4, Y3
+	VPAND          v32_03030303<>+0(SB), Y3, Y3
+	VPSHUFB        scidx16<>+224(SB), Y1, Y1
+	VPMADDUBSW     228(CX), Y3, Y4
+	VPMADDWD       Y1, Y4, Y4
+	VPADDD         Y4, Y5, Y5
+	VPMADDUBSW     228(CX)(BX*1), Y3, Y3
+	VPMADDWD       Y1, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VPMOVZXBW      (AX), Y1
+	VPSRLW         $0x04, Y1, Y1
+	VPMADDWD       260(CX), Y1, Y3
+	VPMADDWD       260(CX)(BX*1), Y1, Y1
+	VPUNPCKLDQ     Y3, Y5, Y4
+	VPUNPCKHDQ     Y3, Y5, Y3
+	VPADDD         Y3, Y4, Y4
+	VPUNPCKLDQ     Y1, Y2, Y3
+	VPUNPCKHDQ     Y1, Y2, Y1
+	VPADDD         Y1, Y3, Y3
+	VPUNPCKLQDQ    Y3, Y4, Y1
+	VPUNPCKHQDQ    Y3, Y4, Y2
+	VPADDD         Y2, Y1, Y1
+	VPUNPCKLQDQ    Y3, Y3, Y2
+	VPUNPCKHQDQ    Y3, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VPERM2I128     $0x20, Y2, Y1, Y3
+	VPERM2I128     $0x31, Y2, Y1, Y1
+	VPADDD         Y1, Y3, Y3
+	VPBROADCASTD   80(AX), X1
+	VCVTPH2PS      X1, Y1
+	VBROADCASTSS   (CX), X5
+	VBROADCASTSS   (CX)(BX*1), X6
+	VBROADCASTSS   (CX)(BX*1), X2
+	VBROADCASTSS   (CX)(BX*1), X4
+	VSHUFPS        $0x00, X6, X5, X6
+	VSHUFPS        $0x00, X4, X2, X2
+	VINSERTF128    $0x01, X2, Y6, Y2
+	VMULPS         Y1, Y2, Y1
+	VCVTDQ2PS      Y3, Y2
+	VMULPS         Y1, Y2, Y2
+	VMOVSHDUP      Y2, Y1
+	VSUBPS         Y1, Y2, Y1
+	VADDPS         Y1, Y0, Y0
+	ADDQ           $0x00000054, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopdotQ2Kx2AVX2
+
+donedotQ2Kx2AVX2:
+	MOVQ         out+32(FP), AX
+	VEXTRACTF128 $0x01, Y0, X1
+	VSHUFPS      $0x88, X1, X0, X0
+	VMOVUPS      X0, (AX)
+	VZEROUPPER
+	RET
+
+DATA v32_0f0f0f0f<>+0(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+4(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+8(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+12(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+16(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+20(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+24(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+28(SB)/4, $0x0f0f0f0f
+GLOBL v32_0f0f0f0f<>(SB), RODATA|NOPTR, $32
+
+DATA v32_03030303<>+0(SB)/4, $0x03030303
+DATA v32_03030303<>+4(SB)/4, $0x03030303
+DATA v32_03030303<>+8(SB)/4, $0x03030303
+DATA v32_03030303<>+12(SB)/4, $0x03030303
+DATA v32_03030303<>+16(SB)/4, $0x03030303
+DATA v32_03030303<>+20(SB)/4, $0x03030303
+DATA v32_03030303<>+24(SB)/4, $0x03030303
+DATA v32_03030303<>+28(SB)/4, $0x03030303
+GLOBL v32_03030303<>(SB), RODATA|NOPTR, $32
+
+// func dotQ2Kx3AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ2Kx3AVX2(SB), NOSPLIT, $0-40
+	MOVQ  w+0(FP), AX
+	MOVQ  a+8(FP), CX
+	MOVQ  nb+16(FP), DX
+	MOVQ  astride+24(FP), BX
+	VPXOR Y0, Y0, Y0
+	TESTQ DX, DX
+	JZ    donedotQ2Kx3AVX2
+
+loopdotQ2Kx3AVX2:
+	VBROADCASTI128 (AX), Y1
+	VPAND          v32_0f0f0f0f<>+0(SB), Y1, Y1
+	VMOVDQU        16(AX), Y3
+	VPAND          v32_03030303<>+0(SB), Y3, Y2
+	VPSHUFB        scidx16<>+0(SB), Y1, Y4
+	VPMADDUBSW     4(CX), Y2, Y5
+	VPMADDWD       Y4, Y5, Y5
+	VPMADDUBSW     4(CX)(BX*1), Y2, Y7
+	VPMADDWD       Y4, Y7, Y7
+	VPMADDUBSW     4(CX)(BX*2), Y2, Y2
+	VPMADDWD       Y4, Y2, Y2
+	VPSRLW         $0x02, Y3, Y4
+	VPAND          v32_03030303<>+0(SB), Y4, Y4
+	VPSHUFB        scidx16<>+32(SB), Y1, Y8
+	VPMADDUBSW     36(CX), Y4, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VPMADDUBSW     36(CX)(BX*1), Y4, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VPMADDUBSW     36(CX)(BX*2), Y4, Y4
+	VPMADDWD       Y8, Y4, Y4
+	VPADDD         Y4, Y2, Y2
+	VPSRLW         $0x04, Y3, Y4
+	VPAND          v32_03030303<>+0(SB), Y4, Y4
+	VPSHUFB        scidx16<>+64(SB), Y1, Y8
+	VPMADDUBSW     68(CX), Y4, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VPMADDUBSW     68(CX)(BX*1), Y4, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VPMADDUBSW     68(CX)(BX*2), Y4, Y4
+	VPMADDWD       Y8, Y4, Y4
+	VPADDD         Y4, Y2, Y2
+	VPSRLW         $0x06, Y3, Y3
+	VPAND          v32_03030303<>+0(SB), Y3, Y3
+	VPSHUFB        scidx16<>+96(SB), Y1, Y4
+	VPMADDUBSW     100(CX), Y3, Y8
+	VPMADDWD       Y4, Y8, Y8
+	VPADDD         Y8, Y5, Y5
+	VPMADDUBSW     100(CX)(BX*1), Y3, Y8
+	VPMADDWD       Y4, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VPMADDUBSW     100(CX)(BX*2), Y3, Y3
+	VPMADDWD       Y4, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VMOVDQU        48(AX), Y4
+	VPAND          v32_03030303<>+0(SB), Y4, Y3
+	VPSHUFB        scidx16<>+128(SB), Y1, Y8
+	VPMADDUBSW     132(CX), Y3, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VPMADDUBSW     132(CX)(BX*1), Y3, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VPMADDUBSW     132(CX)(BX*2), Y3, Y3
+	VPMADDWD       Y8, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VPSRLW         $0x02, Y4, Y3
+	VPAND          v32_03030303<>+0(SB), Y3, Y3
+	VPSHUFB        scidx16<>+160(SB), Y1, Y8
+	VPMADDUBSW     164(CX), Y3, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VPMADDUBSW     164(CX)(BX*1), Y3, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VPMADDUBSW     164(CX)(BX*2), Y3, Y3
+	VPMADDWD       Y8, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VPSRLW         $0x04, Y4, Y3
+	VPAND          v32_03030303<>+0(SB), Y3, Y3
+	VPSHUFB        scidx16<>+192(SB), Y1, Y8
+	VPMADDUBSW     196(CX), Y3, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VPMADDUBSW     196(CX)(BX*1), Y3, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VPMADDUBSW     196(CX)(BX*2), Y3, Y3
+	VPMADDWD       Y8, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VPSRLW         $0x06, Y4, Y3
+	VPAND          v32_03030303<>+0(SB), Y3, Y3
+	VPSHUFB        scidx16<>+224(SB), Y1, Y1
+	VPMADDUBSW     228(CX), Y3, Y4
+	VPMADDWD       Y1, Y4, Y4
+	VPADDD         Y4, Y5, Y5
+	VPMADDUBSW     228(CX)(BX*1), Y3, Y4
+	VPMADDWD       Y1, Y4, Y4
+	VPADDD         Y4, Y7, Y7
+	VPMADDUBSW     228(CX)(BX*2), Y3, Y3
+	VPMADDWD       Y1, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VPMOVZXBW      (AX), Y1
+	VPSRLW         $0x04, Y1, Y1
+	VPMADDWD       260(CX), Y1, Y3
+	VPMADDWD       260(CX)(BX*1), Y1, Y4
+	VPMADDWD       260(CX)(BX*2), Y1, Y1
+	VPUNPCKLDQ     Y3, Y5, Y8
+	VPUNPCKHDQ     Y3, Y5, Y3
+	VPADDD         Y3, Y8, Y8
+	VPUNPCKLDQ     Y4, Y7, Y3
+	VPUNPCKHDQ     Y4, Y7, Y4
+	VPADDD         Y4, Y3, Y3
+	VPUNPCKLDQ     Y1, Y2, Y4
+	VPUNPCKHDQ     Y1, Y2, Y1
+	VPADDD         Y1, Y4, Y4
+	VPUNPCKLQDQ    Y3, Y8, Y1
+	VPUNPCKHQDQ    Y3, Y8, Y2
+	VPADDD         Y2, Y1, Y1
+	VPUNPCKLQDQ    Y4, Y4, Y2
+	VPUNPCKHQDQ    Y4, Y4, Y3
+	VPADDD         Y3, Y2, Y2
+	VPERM2I128     $0x20, Y2, Y1, Y3
+	VPERM2I128     $0x31, Y2, Y1, Y1
+	VPADDD         Y1, Y3, Y3
+	VPBROADCASTD   80(AX), X1
+	VCVTPH2PS      X1, Y1
+	VBROADCASTSS   (CX), X5
+	VBROADCASTSS   (CX)(BX*1), X6
+	VBROADCASTSS   (CX)(BX*2), X2
+	VBROADCASTSS   (CX)(BX*2), X4
+	VSHUFPS        $0x00, X6, X5, X6
+	VSHUFPS        $0x00, X4, X2, X2
+	VINSERTF128    $0x01, X2, Y6, Y2
+	VMULPS         Y1, Y2, Y1
+	VCVTDQ2PS      Y3, Y2
+	VMULPS         Y1, Y2, Y2
+	VMOVSHDUP      Y2, Y1
+	VSUBPS         Y1, Y2, Y1
+	VADDPS         Y1, Y0, Y0
+	ADDQ           $0x00000054, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopdotQ2Kx3AVX2
+
+donedotQ2Kx3AVX2:
+	MOVQ         out+32(FP), AX
+	VEXTRACTF128 $0x01, Y0, X1
+	VSHUFPS      $0x88, X1, X0, X0
+	VMOVUPS      X0, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ2Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C
 TEXT ·dotQ2Kx4AVX2(SB), NOSPLIT, $0-40
@@ -876,26 +1185,6 @@ donedotQ2Kx4AVX2:
 	VMOVUPS      X0, (AX)
 	VZEROUPPER
 	RET
-
-DATA v32_0f0f0f0f<>+0(SB)/4, $0x0f0f0f0f
-DATA v32_0f0f0f0f<>+4(SB)/4, $0x0f0f0f0f
-DATA v32_0f0f0f0f<>+8(SB)/4, $0x0f0f0f0f
-DATA v32_0f0f0f0f<>+12(SB)/4, $0x0f0f0f0f
-DATA v32_0f0f0f0f<>+16(SB)/4, $0x0f0f0f0f
-DATA v32_0f0f0f0f<>+20(SB)/4, $0x0f0f0f0f
-DATA v32_0f0f0f0f<>+24(SB)/4, $0x0f0f0f0f
-DATA v32_0f0f0f0f<>+28(SB)/4, $0x0f0f0f0f
-GLOBL v32_0f0f0f0f<>(SB), RODATA|NOPTR, $32
-
-DATA v32_03030303<>+0(SB)/4, $0x03030303
-DATA v32_03030303<>+4(SB)/4, $0x03030303
-DATA v32_03030303<>+8(SB)/4, $0x03030303
-DATA v32_03030303<>+12(SB)/4, $0x03030303
-DATA v32_03030303<>+16(SB)/4, $0x03030303
-DATA v32_03030303<>+20(SB)/4, $0x03030303
-DATA v32_03030303<>+24(SB)/4, $0x03030303
-DATA v32_03030303<>+28(SB)/4, $0x03030303
-GLOBL v32_03030303<>(SB), RODATA|NOPTR, $32
 
 // func q63PrepQ8KAVX2(a *byte, nb int, dst *byte, off int)
 // Requires: AVX, AVX2, SSE2

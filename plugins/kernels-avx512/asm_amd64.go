@@ -89,6 +89,7 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 	}
 	k.Add("avx512", kernelkit.Funcs{
 		Q2K: dotQ2KAVX512, Q3K: dotQ3KAVX512, Q4K: dotQ4KAVX512, Q5K: dotQ5KAVX512, Q6K: dotQ6KAVX512,
+		Q2Kx2: dotQ2Kx2AVX512, Q2Kx3: dotQ2Kx3AVX512,
 		Q2Kx4: dotQ2Kx4AVX512, Q3Kx4: dotQ3Kx4AVX512, Q4Kx4: dotQ4Kx4AVX512, Q5Kx4: dotQ5Kx4AVX512, Q6Kx4: dotQ6Kx4AVX512,
 		Q3KP: dotQ3KPAVX512, Q6KP: dotQ6KPAVX512, Q3KPT: lrDotQ3KPTAVX512, Q6KPT: lrDotQ6KPTAVX512, Q4KP: dotQ4KPAVX512, Q5KP: dotQ5KPAVX512, Q4KPT: dotQ4KPTAVX512, Q5KPT: dotQ5KPTAVX512, PrepQ8K: q63PrepQ8KVNNI256,
 		Q4Kx4P: dotQ4Kx4PAVX512, Q5Kx4P: dotQ5Kx4PAVX512, PrepQ45: q4mmPrepQ8KVNNI256,
@@ -130,8 +131,10 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 			xt6y = [3]func(w, a *byte, nb, astride int, acc *float32, pf *byte){q36LrDotQ6KPVBMIx2TVNNI256, q36LrDotQ6KPVBMIx3TVNNI256, q36LrDotQ6KPVBMIx4TVNNI256}
 		}
 		q2, q2x4, q2y, q2x4y := dotQ2KVNNI, dotQ2Kx4VNNI, dotQ2KVNNI256, dotQ2Kx4VNNI256
+		q2x2, q2x3, q2x2y, q2x3y := dotQ2Kx2VNNI, dotQ2Kx3VNNI, dotQ2Kx2VNNI256, dotQ2Kx3VNNI256
 		if c.gfni {
 			q2, q2x4, q2y, q2x4y = q2lDotQ2KVNNI, q2lDotQ2Kx4VNNI, q2lDotQ2KVNNI256, q2lDotQ2Kx4VNNI256
+			q2x2, q2x3, q2x2y, q2x3y = q2lDotQ2Kx2VNNI, q2lDotQ2Kx3VNNI, q2lDotQ2Kx2VNNI256, q2lDotQ2Kx3VNNI256
 		}
 		q4, q5, q4x4, q5x4 := dotQ4KVNNI, dotQ5KVNNI, dotQ4Kx4VNNI, dotQ5Kx4VNNI
 		q4y, q5y, q4x4y, q5x4y := dotQ4KVNNI256, dotQ5KVNNI256, dotQ4Kx4VNNI256, dotQ5Kx4VNNI256
@@ -153,6 +156,7 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 		}
 		k.Add("vnni", kernelkit.Funcs{
 			Q2K: q2, Q3K: q3, Q4K: q4, Q5K: q5, Q6K: q6,
+			Q2Kx2: q2x2, Q2Kx3: q2x3,
 			Q2Kx4: q2x4, Q3Kx4: q3x4, Q4Kx4: q4x4, Q5Kx4: q5x4, Q6Kx4: q6x4,
 			Q3KP: p3, Q6KP: p6, Q3KPT: t3, Q6KPT: t6, Q4KP: p4, Q5KP: p5, Q4KPT: t4, Q5KPT: t5, PrepQ8K: q63PrepQ8KVNNI256,
 			Q4Kx4P: m4, Q5Kx4P: m5, PrepQ45: q4mmPrepQ8KVNNI256,
@@ -193,6 +197,7 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 		}
 		k.Add("vnni256", kernelkit.Funcs{
 			Q2K: q2y, Q3K: q3y, Q4K: q4y, Q5K: q5y, Q6K: q6y,
+			Q2Kx2: q2x2y, Q2Kx3: q2x3y,
 			Q2Kx4: q2x4y, Q3Kx4: q3x4y, Q4Kx4: q4x4y, Q5Kx4: q5x4y, Q6Kx4: q6x4y,
 			Q3KP: p3y, Q6KP: p6y, Q3KPT: t3y, Q6KPT: t6y, Q4KP: p4y, Q5KP: p5y, Q4KPT: t4y, Q5KPT: t5y, PrepQ8K: q63PrepQ8KVNNI256,
 			Q3KxPT: xt3y, Q6KxPT: xt6y,

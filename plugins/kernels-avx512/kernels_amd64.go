@@ -8,6 +8,12 @@ package kernelsavx512
 func dotQ2KAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ2Kx2AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotQ2Kx3AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ2Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
@@ -200,10 +206,22 @@ func prepFastF16AVX512(src *byte, dst *byte, n int)
 func dotQ2KVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ2Kx2VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotQ2Kx3VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ2Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func q2lDotQ2KVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func q2lDotQ2Kx2VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func q2lDotQ2Kx3VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func q2lDotQ2Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
@@ -392,10 +410,22 @@ func dotSeqBF16VNNI(w *byte, a *byte, n int) float64
 func dotQ2KVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ2Kx2VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotQ2Kx3VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ2Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func q2lDotQ2KVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func q2lDotQ2Kx2VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func q2lDotQ2Kx3VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func q2lDotQ2Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)

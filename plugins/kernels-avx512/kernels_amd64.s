@@ -547,6 +547,229 @@ DATA shift_4_6<>+56(SB)/4, $0x00060006
 DATA shift_4_6<>+60(SB)/4, $0x00060006
 GLOBL shift_4_6<>(SB), RODATA|NOPTR, $64
 
+// func dotQ2Kx2AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·dotQ2Kx2AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	VPXORD       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z1
+	VPBROADCASTD c32_03030303<>+0(SB), Z2
+	TESTQ        DX, DX
+	JZ           donedotQ2Kx2AVX512
+
+loopdotQ2Kx2AVX512:
+	VBROADCASTI32X4 (AX), Z3
+	VPANDD          Z1, Z3, Z3
+	VBROADCASTI64X4 16(AX), Z5
+	VPSRLVW         shift_0_2<>+0(SB), Z5, Z4
+	VPANDD          Z2, Z4, Z4
+	VPSHUFB         scidx16<>+0(SB), Z3, Z6
+	VPMADDUBSW      4(CX), Z4, Z7
+	VPMADDWD        Z6, Z7, Z7
+	VPMADDUBSW      4(CX)(BX*1), Z4, Z4
+	VPMADDWD        Z6, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z5, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+64(SB), Z3, Z6
+	VPMADDUBSW      68(CX), Z5, Z9
+	VPMADDWD        Z6, Z9, Z9
+	VPADDD          Z9, Z7, Z7
+	VPMADDUBSW      68(CX)(BX*1), Z5, Z5
+	VPMADDWD        Z6, Z5, Z5
+	VPADDD          Z5, Z4, Z4
+	VBROADCASTI64X4 48(AX), Z6
+	VPSRLVW         shift_0_2<>+0(SB), Z6, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+128(SB), Z3, Z9
+	VPMADDUBSW      132(CX), Z5, Z10
+	VPMADDWD        Z9, Z10, Z10
+	VPADDD          Z10, Z7, Z7
+	VPMADDUBSW      132(CX)(BX*1), Z5, Z5
+	VPMADDWD        Z9, Z5, Z5
+	VPADDD          Z5, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z6, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+192(SB), Z3, Z3
+	VPMADDUBSW      196(CX), Z5, Z6
+	VPMADDWD        Z3, Z6, Z6
+	VPADDD          Z6, Z7, Z7
+	VPMADDUBSW      196(CX)(BX*1), Z5, Z5
+	VPMADDWD        Z3, Z5, Z5
+	VPADDD          Z5, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z7, Y3
+	VPADDD          Y3, Y7, Y3
+	VEXTRACTI64X4   $0x01, Z4, Y5
+	VPADDD          Y5, Y4, Y4
+	VPMOVZXBW       (AX), Y5
+	VPSRLW          $0x04, Y5, Y5
+	VPMADDWD        260(CX), Y5, Y6
+	VPMADDWD        260(CX)(BX*1), Y5, Y5
+	VPUNPCKLDQ      Y6, Y3, Y7
+	VPUNPCKHDQ      Y6, Y3, Y3
+	VPADDD          Y3, Y7, Y7
+	VPUNPCKLDQ      Y5, Y4, Y3
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y3, Y3
+	VPUNPCKLQDQ     Y3, Y7, Y4
+	VPUNPCKHQDQ     Y3, Y7, Y5
+	VPADDD          Y5, Y4, Y4
+	VPUNPCKLQDQ     Y3, Y3, Y5
+	VPUNPCKHQDQ     Y3, Y3, Y3
+	VPADDD          Y3, Y5, Y5
+	VSHUFI64X2      $0x00, Y5, Y4, Y3
+	VSHUFI64X2      $0x03, Y5, Y4, Y4
+	VPADDD          Y4, Y3, Y3
+	VPBROADCASTD    80(AX), X4
+	VCVTPH2PS       X4, Y4
+	VBROADCASTSS    (CX), X7
+	VBROADCASTSS    (CX)(BX*1), X8
+	VBROADCASTSS    (CX)(BX*1), X5
+	VBROADCASTSS    (CX)(BX*1), X6
+	VSHUFPS         $0x00, X8, X7, X8
+	VSHUFPS         $0x00, X6, X5, X5
+	VINSERTF32X4    $0x01, X5, Y8, Y5
+	VMULPS          Y4, Y5, Y4
+	VCVTDQ2PS       Y3, Y3
+	VMULPS          Y4, Y3, Y3
+	VMOVSHDUP       Y3, Y4
+	VSUBPS          Y4, Y3, Y3
+	VADDPS          Y3, Y0, Y0
+	ADDQ            $0x00000054, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ2Kx2AVX512
+
+donedotQ2Kx2AVX512:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VSHUFPS       $0x88, X1, X0, X0
+	VMOVUPS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ2Kx3AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·dotQ2Kx3AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	VPXORD       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z1
+	VPBROADCASTD c32_03030303<>+0(SB), Z2
+	TESTQ        DX, DX
+	JZ           donedotQ2Kx3AVX512
+
+loopdotQ2Kx3AVX512:
+	VBROADCASTI32X4 (AX), Z3
+	VPANDD          Z1, Z3, Z3
+	VBROADCASTI64X4 16(AX), Z5
+	VPSRLVW         shift_0_2<>+0(SB), Z5, Z4
+	VPANDD          Z2, Z4, Z4
+	VPSHUFB         scidx16<>+0(SB), Z3, Z6
+	VPMADDUBSW      4(CX), Z4, Z7
+	VPMADDWD        Z6, Z7, Z7
+	VPMADDUBSW      4(CX)(BX*1), Z4, Z9
+	VPMADDWD        Z6, Z9, Z9
+	VPMADDUBSW      4(CX)(BX*2), Z4, Z4
+	VPMADDWD        Z6, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z5, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+64(SB), Z3, Z6
+	VPMADDUBSW      68(CX), Z5, Z10
+	VPMADDWD        Z6, Z10, Z10
+	VPADDD          Z10, Z7, Z7
+	VPMADDUBSW      68(CX)(BX*1), Z5, Z10
+	VPMADDWD        Z6, Z10, Z10
+	VPADDD          Z10, Z9, Z9
+	VPMADDUBSW      68(CX)(BX*2), Z5, Z5
+	VPMADDWD        Z6, Z5, Z5
+	VPADDD          Z5, Z4, Z4
+	VBROADCASTI64X4 48(AX), Z6
+	VPSRLVW         shift_0_2<>+0(SB), Z6, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+128(SB), Z3, Z10
+	VPMADDUBSW      132(CX), Z5, Z11
+	VPMADDWD        Z10, Z11, Z11
+	VPADDD          Z11, Z7, Z7
+	VPMADDUBSW      132(CX)(BX*1), Z5, Z11
+	VPMADDWD        Z10, Z11, Z11
+	VPADDD          Z11, Z9, Z9
+	VPMADDUBSW      132(CX)(BX*2), Z5, Z5
+	VPMADDWD        Z10, Z5, Z5
+	VPADDD          Z5, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z6, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+192(SB), Z3, Z3
+	VPMADDUBSW      196(CX), Z5, Z6
+	VPMADDWD        Z3, Z6, Z6
+	VPADDD          Z6, Z7, Z7
+	VPMADDUBSW      196(CX)(BX*1), Z5, Z6
+	VPMADDWD        Z3, Z6, Z6
+	VPADDD          Z6, Z9, Z9
+	VPMADDUBSW      196(CX)(BX*2), Z5, Z5
+	VPMADDWD        Z3, Z5, Z5
+	VPADDD          Z5, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z7, Y3
+	VPADDD          Y3, Y7, Y3
+	VEXTRACTI64X4   $0x01, Z9, Y5
+	VPADDD          Y5, Y9, Y5
+	VEXTRACTI64X4   $0x01, Z4, Y6
+	VPADDD          Y6, Y4, Y4
+	VPMOVZXBW       (AX), Y6
+	VPSRLW          $0x04, Y6, Y6
+	VPMADDWD        260(CX), Y6, Y7
+	VPMADDWD        260(CX)(BX*1), Y6, Y9
+	VPMADDWD        260(CX)(BX*2), Y6, Y6
+	VPUNPCKLDQ      Y7, Y3, Y10
+	VPUNPCKHDQ      Y7, Y3, Y3
+	VPADDD          Y3, Y10, Y10
+	VPUNPCKLDQ      Y9, Y5, Y3
+	VPUNPCKHDQ      Y9, Y5, Y5
+	VPADDD          Y5, Y3, Y3
+	VPUNPCKLDQ      Y6, Y4, Y5
+	VPUNPCKHDQ      Y6, Y4, Y4
+	VPADDD          Y4, Y5, Y5
+	VPUNPCKLQDQ     Y3, Y10, Y4
+	VPUNPCKHQDQ     Y3, Y10, Y3
+	VPADDD          Y3, Y4, Y4
+	VPUNPCKLQDQ     Y5, Y5, Y3
+	VPUNPCKHQDQ     Y5, Y5, Y5
+	VPADDD          Y5, Y3, Y3
+	VSHUFI64X2      $0x00, Y3, Y4, Y5
+	VSHUFI64X2      $0x03, Y3, Y4, Y3
+	VPADDD          Y3, Y5, Y5
+	VPBROADCASTD    80(AX), X3
+	VCVTPH2PS       X3, Y3
+	VBROADCASTSS    (CX), X7
+	VBROADCASTSS    (CX)(BX*1), X8
+	VBROADCASTSS    (CX)(BX*2), X4
+	VBROADCASTSS    (CX)(BX*2), X6
+	VSHUFPS         $0x00, X8, X7, X8
+	VSHUFPS         $0x00, X6, X4, X4
+	VINSERTF32X4    $0x01, X4, Y8, Y4
+	VMULPS          Y3, Y4, Y3
+	VCVTDQ2PS       Y5, Y4
+	VMULPS          Y3, Y4, Y4
+	VMOVSHDUP       Y4, Y3
+	VSUBPS          Y3, Y4, Y3
+	VADDPS          Y3, Y0, Y0
+	ADDQ            $0x00000054, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ2Kx3AVX512
+
+donedotQ2Kx3AVX512:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VSHUFPS       $0x88, X1, X0, X0
+	VMOVUPS       X0, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ2Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
 TEXT ·dotQ2Kx4AVX512(SB), NOSPLIT, $0-40
@@ -33233,117 +33456,94 @@ donedotQ2KVNNI:
 	VZEROUPPER
 	RET
 
-// func dotQ2Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// func dotQ2Kx2VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotQ2Kx4VNNI(SB), NOSPLIT, $0-40
+TEXT ·dotQ2Kx2VNNI(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	MOVQ         astride+24(FP), BX
-	LEAQ         (BX)(BX*2), SI
 	VPXORD       Y0, Y0, Y0
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z1
 	VPBROADCASTD c32_03030303<>+0(SB), Z2
 	TESTQ        DX, DX
-	JZ           donedotQ2Kx4VNNI
+	JZ           donedotQ2Kx2VNNI
 
-loopdotQ2Kx4VNNI:
+loopdotQ2Kx2VNNI:
 	VBROADCASTI32X4 (AX), Z3
 	VPANDD          Z1, Z3, Z3
 	VPSHUFB         q2kti0<>+0(SB), Z3, Z4
 	VPMULLW         q2kmul<>+0(SB), Z4, Z4
 	VPSHUFB         q2kti1<>+0(SB), Z3, Z3
 	VPMULLW         q2kmul<>+0(SB), Z3, Z3
-	VBROADCASTI64X4 16(AX), Z11
-	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
-	VPTERNLOGD      $0xea, q2koffs2<>+0(SB), Z2, Z10
-	VPSHUFB         Z10, Z4, Z10
+	VBROADCASTI64X4 16(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z8
+	VPTERNLOGD      $0xea, q2koffs2<>+0(SB), Z2, Z8
+	VPSHUFB         Z8, Z4, Z8
 	VPXORD          Z5, Z5, Z5
-	VPDPBUSD        4(CX), Z10, Z5
+	VPDPBUSD        4(CX), Z8, Z5
 	VPXORD          Z6, Z6, Z6
-	VPDPBUSD        4(CX)(BX*1), Z10, Z6
-	VPXORD          Z7, Z7, Z7
-	VPDPBUSD        4(CX)(BX*2), Z10, Z7
-	VPXORD          Z8, Z8, Z8
-	VPDPBUSD        4(CX)(SI*1), Z10, Z8
-	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
-	VPTERNLOGD      $0xea, q2koffs2<>+64(SB), Z2, Z10
-	VPSHUFB         Z10, Z4, Z10
-	VPDPBUSD        68(CX), Z10, Z5
-	VPDPBUSD        68(CX)(BX*1), Z10, Z6
-	VPDPBUSD        68(CX)(BX*2), Z10, Z7
-	VPDPBUSD        68(CX)(SI*1), Z10, Z8
-	VBROADCASTI64X4 48(AX), Z10
-	VPSRLVW         shift_0_2<>+0(SB), Z10, Z4
+	VPDPBUSD        4(CX)(BX*1), Z8, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z8
+	VPTERNLOGD      $0xea, q2koffs2<>+64(SB), Z2, Z8
+	VPSHUFB         Z8, Z4, Z8
+	VPDPBUSD        68(CX), Z8, Z5
+	VPDPBUSD        68(CX)(BX*1), Z8, Z6
+	VBROADCASTI64X4 48(AX), Z8
+	VPSRLVW         shift_0_2<>+0(SB), Z8, Z4
 	VPTERNLOGD      $0xea, q2koffs2<>+128(SB), Z2, Z4
 	VPSHUFB         Z4, Z3, Z4
 	VPDPBUSD        132(CX), Z4, Z5
 	VPDPBUSD        132(CX)(BX*1), Z4, Z6
-	VPDPBUSD        132(CX)(BX*2), Z4, Z7
-	VPDPBUSD        132(CX)(SI*1), Z4, Z8
-	VPSRLVW         shift_4_6<>+0(SB), Z10, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z8, Z4
 	VPTERNLOGD      $0xea, q2koffs2<>+192(SB), Z2, Z4
 	VPSHUFB         Z4, Z3, Z4
 	VPDPBUSD        196(CX), Z4, Z5
 	VPDPBUSD        196(CX)(BX*1), Z4, Z6
-	VPDPBUSD        196(CX)(BX*2), Z4, Z7
-	VPDPBUSD        196(CX)(SI*1), Z4, Z8
 	VEXTRACTI64X4   $0x01, Z5, Y3
 	VPADDD          Y3, Y5, Y3
 	VEXTRACTI64X4   $0x01, Z6, Y4
 	VPADDD          Y4, Y6, Y4
-	VEXTRACTI64X4   $0x01, Z7, Y10
-	VPADDD          Y10, Y7, Y10
-	VEXTRACTI64X4   $0x01, Z8, Y11
-	VPADDD          Y11, Y8, Y11
-	VPMOVZXBW       (AX), Y12
-	VPSRLW          $0x04, Y12, Y12
-	VPMADDWD        260(CX), Y12, Y13
-	VPMADDWD        260(CX)(BX*1), Y12, Y14
-	VPMADDWD        260(CX)(BX*2), Y12, Y15
-	VPMADDWD        260(CX)(SI*1), Y12, Y12
-	VPUNPCKLDQ      Y13, Y3, Y16
-	VPUNPCKHDQ      Y13, Y3, Y3
-	VPADDD          Y3, Y16, Y16
-	VPUNPCKLDQ      Y14, Y4, Y3
-	VPUNPCKHDQ      Y14, Y4, Y4
+	VPMOVZXBW       (AX), Y8
+	VPSRLW          $0x04, Y8, Y8
+	VPMADDWD        260(CX), Y8, Y9
+	VPMADDWD        260(CX)(BX*1), Y8, Y8
+	VPUNPCKLDQ      Y9, Y3, Y10
+	VPUNPCKHDQ      Y9, Y3, Y3
+	VPADDD          Y3, Y10, Y10
+	VPUNPCKLDQ      Y8, Y4, Y3
+	VPUNPCKHDQ      Y8, Y4, Y4
 	VPADDD          Y4, Y3, Y3
-	VPUNPCKLDQ      Y15, Y10, Y4
-	VPUNPCKHDQ      Y15, Y10, Y10
-	VPADDD          Y10, Y4, Y4
-	VPUNPCKLDQ      Y12, Y11, Y10
-	VPUNPCKHDQ      Y12, Y11, Y11
-	VPADDD          Y11, Y10, Y10
-	VPUNPCKLQDQ     Y3, Y16, Y11
-	VPUNPCKHQDQ     Y3, Y16, Y3
-	VPADDD          Y3, Y11, Y11
-	VPUNPCKLQDQ     Y10, Y4, Y3
-	VPUNPCKHQDQ     Y10, Y4, Y4
+	VPUNPCKLQDQ     Y3, Y10, Y4
+	VPUNPCKHQDQ     Y3, Y10, Y8
+	VPADDD          Y8, Y4, Y4
+	VPUNPCKLQDQ     Y3, Y3, Y8
+	VPUNPCKHQDQ     Y3, Y3, Y3
+	VPADDD          Y3, Y8, Y8
+	VSHUFI64X2      $0x00, Y8, Y4, Y3
+	VSHUFI64X2      $0x03, Y8, Y4, Y4
 	VPADDD          Y4, Y3, Y3
-	VSHUFI64X2      $0x00, Y3, Y11, Y4
-	VSHUFI64X2      $0x03, Y3, Y11, Y3
-	VPADDD          Y3, Y4, Y4
-	VPBROADCASTD    80(AX), X3
-	VCVTPH2PS       X3, Y3
-	VBROADCASTSS    (CX), X9
-	VBROADCASTSS    (CX)(BX*1), X12
-	VBROADCASTSS    (CX)(BX*2), X10
-	VBROADCASTSS    (CX)(SI*1), X11
-	VSHUFPS         $0x00, X12, X9, X9
-	VSHUFPS         $0x00, X11, X10, X10
-	VINSERTF32X4    $0x01, X10, Y9, Y10
-	VMULPS          Y3, Y10, Y3
-	VCVTDQ2PS       Y4, Y4
-	VMULPS          Y3, Y4, Y4
-	VMOVSHDUP       Y4, Y3
-	VSUBPS          Y3, Y4, Y3
+	VPBROADCASTD    80(AX), X4
+	VCVTPH2PS       X4, Y4
+	VBROADCASTSS    (CX), X7
+	VBROADCASTSS    (CX)(BX*1), X10
+	VBROADCASTSS    (CX)(BX*1), X8
+	VBROADCASTSS    (CX)(BX*1), X9
+	VSHUFPS         $0x00, X10, X7, X7
+	VSHUFPS         $0x00, X9, X8, X8
+	VINSERTF32X4    $0x01, X8, Y7, Y8
+	VMULPS          Y4, Y8, Y4
+	VCVTDQ2PS       Y3, Y3
+	VMULPS          Y4, Y3, Y3
+	VMOVSHDUP       Y3, Y4
+	VSUBPS          Y4, Y3, Y3
 	VADDPS          Y3, Y0, Y0
 	ADDQ            $0x00000054, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
-	JNZ             loopdotQ2Kx4VNNI
+	JNZ             loopdotQ2Kx2VNNI
 
-donedotQ2Kx4VNNI:
+donedotQ2Kx2VNNI:
 	MOVQ          out+32(FP), AX
 	VEXTRACTF32X4 $0x01, Y0, X1
 	VSHUFPS       $0x88, X1, X0, X0
@@ -33470,6 +33670,230 @@ DATA q2koffs2<>+244(SB)/4, $0x0c0c0c0c
 DATA q2koffs2<>+248(SB)/4, $0x0c0c0c0c
 DATA q2koffs2<>+252(SB)/4, $0x0c0c0c0c
 GLOBL q2koffs2<>(SB), RODATA|NOPTR, $256
+
+// func dotQ2Kx3VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotQ2Kx3VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	VPXORD       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z1
+	VPBROADCASTD c32_03030303<>+0(SB), Z2
+	TESTQ        DX, DX
+	JZ           donedotQ2Kx3VNNI
+
+loopdotQ2Kx3VNNI:
+	VBROADCASTI32X4 (AX), Z3
+	VPANDD          Z1, Z3, Z3
+	VPSHUFB         q2kti0<>+0(SB), Z3, Z4
+	VPMULLW         q2kmul<>+0(SB), Z4, Z4
+	VPSHUFB         q2kti1<>+0(SB), Z3, Z3
+	VPMULLW         q2kmul<>+0(SB), Z3, Z3
+	VBROADCASTI64X4 16(AX), Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
+	VPTERNLOGD      $0xea, q2koffs2<>+0(SB), Z2, Z9
+	VPSHUFB         Z9, Z4, Z9
+	VPXORD          Z5, Z5, Z5
+	VPDPBUSD        4(CX), Z9, Z5
+	VPXORD          Z6, Z6, Z6
+	VPDPBUSD        4(CX)(BX*1), Z9, Z6
+	VPXORD          Z7, Z7, Z7
+	VPDPBUSD        4(CX)(BX*2), Z9, Z7
+	VPSRLVW         shift_4_6<>+0(SB), Z10, Z9
+	VPTERNLOGD      $0xea, q2koffs2<>+64(SB), Z2, Z9
+	VPSHUFB         Z9, Z4, Z9
+	VPDPBUSD        68(CX), Z9, Z5
+	VPDPBUSD        68(CX)(BX*1), Z9, Z6
+	VPDPBUSD        68(CX)(BX*2), Z9, Z7
+	VBROADCASTI64X4 48(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z4
+	VPTERNLOGD      $0xea, q2koffs2<>+128(SB), Z2, Z4
+	VPSHUFB         Z4, Z3, Z4
+	VPDPBUSD        132(CX), Z4, Z5
+	VPDPBUSD        132(CX)(BX*1), Z4, Z6
+	VPDPBUSD        132(CX)(BX*2), Z4, Z7
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z4
+	VPTERNLOGD      $0xea, q2koffs2<>+192(SB), Z2, Z4
+	VPSHUFB         Z4, Z3, Z4
+	VPDPBUSD        196(CX), Z4, Z5
+	VPDPBUSD        196(CX)(BX*1), Z4, Z6
+	VPDPBUSD        196(CX)(BX*2), Z4, Z7
+	VEXTRACTI64X4   $0x01, Z5, Y3
+	VPADDD          Y3, Y5, Y3
+	VEXTRACTI64X4   $0x01, Z6, Y4
+	VPADDD          Y4, Y6, Y4
+	VEXTRACTI64X4   $0x01, Z7, Y9
+	VPADDD          Y9, Y7, Y9
+	VPMOVZXBW       (AX), Y10
+	VPSRLW          $0x04, Y10, Y10
+	VPMADDWD        260(CX), Y10, Y11
+	VPMADDWD        260(CX)(BX*1), Y10, Y12
+	VPMADDWD        260(CX)(BX*2), Y10, Y10
+	VPUNPCKLDQ      Y11, Y3, Y13
+	VPUNPCKHDQ      Y11, Y3, Y3
+	VPADDD          Y3, Y13, Y13
+	VPUNPCKLDQ      Y12, Y4, Y3
+	VPUNPCKHDQ      Y12, Y4, Y4
+	VPADDD          Y4, Y3, Y3
+	VPUNPCKLDQ      Y10, Y9, Y4
+	VPUNPCKHDQ      Y10, Y9, Y9
+	VPADDD          Y9, Y4, Y4
+	VPUNPCKLQDQ     Y3, Y13, Y9
+	VPUNPCKHQDQ     Y3, Y13, Y3
+	VPADDD          Y3, Y9, Y9
+	VPUNPCKLQDQ     Y4, Y4, Y3
+	VPUNPCKHQDQ     Y4, Y4, Y4
+	VPADDD          Y4, Y3, Y3
+	VSHUFI64X2      $0x00, Y3, Y9, Y4
+	VSHUFI64X2      $0x03, Y3, Y9, Y3
+	VPADDD          Y3, Y4, Y4
+	VPBROADCASTD    80(AX), X3
+	VCVTPH2PS       X3, Y3
+	VBROADCASTSS    (CX), X8
+	VBROADCASTSS    (CX)(BX*1), X11
+	VBROADCASTSS    (CX)(BX*2), X9
+	VBROADCASTSS    (CX)(BX*2), X10
+	VSHUFPS         $0x00, X11, X8, X8
+	VSHUFPS         $0x00, X10, X9, X9
+	VINSERTF32X4    $0x01, X9, Y8, Y9
+	VMULPS          Y3, Y9, Y3
+	VCVTDQ2PS       Y4, Y4
+	VMULPS          Y3, Y4, Y4
+	VMOVSHDUP       Y4, Y3
+	VSUBPS          Y3, Y4, Y3
+	VADDPS          Y3, Y0, Y0
+	ADDQ            $0x00000054, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ2Kx3VNNI
+
+donedotQ2Kx3VNNI:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VSHUFPS       $0x88, X1, X0, X0
+	VMOVUPS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ2Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotQ2Kx4VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VPXORD       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z1
+	VPBROADCASTD c32_03030303<>+0(SB), Z2
+	TESTQ        DX, DX
+	JZ           donedotQ2Kx4VNNI
+
+loopdotQ2Kx4VNNI:
+	VBROADCASTI32X4 (AX), Z3
+	VPANDD          Z1, Z3, Z3
+	VPSHUFB         q2kti0<>+0(SB), Z3, Z4
+	VPMULLW         q2kmul<>+0(SB), Z4, Z4
+	VPSHUFB         q2kti1<>+0(SB), Z3, Z3
+	VPMULLW         q2kmul<>+0(SB), Z3, Z3
+	VBROADCASTI64X4 16(AX), Z11
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
+	VPTERNLOGD      $0xea, q2koffs2<>+0(SB), Z2, Z10
+	VPSHUFB         Z10, Z4, Z10
+	VPXORD          Z5, Z5, Z5
+	VPDPBUSD        4(CX), Z10, Z5
+	VPXORD          Z6, Z6, Z6
+	VPDPBUSD        4(CX)(BX*1), Z10, Z6
+	VPXORD          Z7, Z7, Z7
+	VPDPBUSD        4(CX)(BX*2), Z10, Z7
+	VPXORD          Z8, Z8, Z8
+	VPDPBUSD        4(CX)(SI*1), Z10, Z8
+	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
+	VPTERNLOGD      $0xea, q2koffs2<>+64(SB), Z2, Z10
+	VPSHUFB         Z10, Z4, Z10
+	VPDPBUSD        68(CX), Z10, Z5
+	VPDPBUSD        68(CX)(BX*1), Z10, Z6
+	VPDPBUSD        68(CX)(BX*2), Z10, Z7
+	VPDPBUSD        68(CX)(SI*1), Z10, Z8
+	VBROADCASTI64X4 48(AX), Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z10, Z4
+	VPTERNLOGD      $0xea, q2koffs2<>+128(SB), Z2, Z4
+	VPSHUFB         Z4, Z3, Z4
+	VPDPBUSD        132(CX), Z4, Z5
+	VPDPBUSD        132(CX)(BX*1), Z4, Z6
+	VPDPBUSD        132(CX)(BX*2), Z4, Z7
+	VPDPBUSD        132(CX)(SI*1), Z4, Z8
+	VPSRLVW         shift_4_6<>+0(SB), Z10, Z4
+	VPTERNLOGD      $0xea, q2koffs2<>+192(SB), Z2, Z4
+	VPSHUFB         Z4, Z3, Z4
+	VPDPBUSD        196(CX), Z4, Z5
+	VPDPBUSD        196(CX)(BX*1), Z4, Z6
+	VPDPBUSD        196(CX)(BX*2), Z4, Z7
+	VPDPBUSD        196(CX)(SI*1), Z4, Z8
+	VEXTRACTI64X4   $0x01, Z5, Y3
+	VPADDD          Y3, Y5, Y3
+	VEXTRACTI64X4   $0x01, Z6, Y4
+	VPADDD          Y4, Y6, Y4
+	VEXTRACTI64X4   $0x01, Z7, Y10
+	VPADDD          Y10, Y7, Y10
+	VEXTRACTI64X4   $0x01, Z8, Y11
+	VPADDD          Y11, Y8, Y11
+	VPMOVZXBW       (AX), Y12
+	VPSRLW          $0x04, Y12, Y12
+	VPMADDWD        260(CX), Y12, Y13
+	VPMADDWD        260(CX)(BX*1), Y12, Y14
+	VPMADDWD        260(CX)(BX*2), Y12, Y15
+	VPMADDWD        260(CX)(SI*1), Y12, Y12
+	VPUNPCKLDQ      Y13, Y3, Y16
+	VPUNPCKHDQ      Y13, Y3, Y3
+	VPADDD          Y3, Y16, Y16
+	VPUNPCKLDQ      Y14, Y4, Y3
+	VPUNPCKHDQ      Y14, Y4, Y4
+	VPADDD          Y4, Y3, Y3
+	VPUNPCKLDQ      Y15, Y10, Y4
+	VPUNPCKHDQ      Y15, Y10, Y10
+	VPADDD          Y10, Y4, Y4
+	VPUNPCKLDQ      Y12, Y11, Y10
+	VPUNPCKHDQ      Y12, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VPUNPCKLQDQ     Y3, Y16, Y11
+	VPUNPCKHQDQ     Y3, Y16, Y3
+	VPADDD          Y3, Y11, Y11
+	VPUNPCKLQDQ     Y10, Y4, Y3
+	VPUNPCKHQDQ     Y10, Y4, Y4
+	VPADDD          Y4, Y3, Y3
+	VSHUFI64X2      $0x00, Y3, Y11, Y4
+	VSHUFI64X2      $0x03, Y3, Y11, Y3
+	VPADDD          Y3, Y4, Y4
+	VPBROADCASTD    80(AX), X3
+	VCVTPH2PS       X3, Y3
+	VBROADCASTSS    (CX), X9
+	VBROADCASTSS    (CX)(BX*1), X12
+	VBROADCASTSS    (CX)(BX*2), X10
+	VBROADCASTSS    (CX)(SI*1), X11
+	VSHUFPS         $0x00, X12, X9, X9
+	VSHUFPS         $0x00, X11, X10, X10
+	VINSERTF32X4    $0x01, X10, Y9, Y10
+	VMULPS          Y3, Y10, Y3
+	VCVTDQ2PS       Y4, Y4
+	VMULPS          Y3, Y4, Y4
+	VMOVSHDUP       Y4, Y3
+	VSUBPS          Y3, Y4, Y3
+	VADDPS          Y3, Y0, Y0
+	ADDQ            $0x00000054, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ2Kx4VNNI
+
+donedotQ2Kx4VNNI:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VSHUFPS       $0x88, X1, X0, X0
+	VMOVUPS       X0, (AX)
+	VZEROUPPER
+	RET
 
 // func q2lDotQ2KVNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, GFNI, SSE
@@ -33905,6 +34329,195 @@ DATA q2lgf23_64<>+52(SB)/4, $0x40800000
 DATA q2lgf23_64<>+56(SB)/4, $0x00000000
 DATA q2lgf23_64<>+60(SB)/4, $0x40800000
 GLOBL q2lgf23_64<>(SB), RODATA|NOPTR, $64
+
+// func q2lDotQ2Kx2VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, GFNI
+TEXT ·q2lDotQ2Kx2VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	VPXORD       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z1
+	VPBROADCASTD c32_03030303<>+0(SB), Z2
+	TESTQ        DX, DX
+	JZ           doneq2lDotQ2Kx2VNNI
+
+loopq2lDotQ2Kx2VNNI:
+	VBROADCASTI32X4 (AX), Z2
+	VPANDD          Z1, Z2, Z2
+	VPSHUFB         q2lzti<>+0(SB), Z2, Z2
+	VPMULLW         q2kmul<>+0(SB), Z2, Z2
+	VBROADCASTI64X4 16(AX), Z6
+	VGF2P8AFFINEQB  $0x00, q2lgf01_64<>+0(SB), Z6, Z7
+	VPSHUFB         Z7, Z2, Z7
+	VPXORD          Z3, Z3, Z3
+	VPDPBUSD        4(CX), Z7, Z3
+	VPXORD          Z4, Z4, Z4
+	VPDPBUSD        4(CX)(BX*1), Z7, Z4
+	VGF2P8AFFINEQB  $0x04, q2lgf23_64<>+0(SB), Z6, Z6
+	VPSHUFB         Z6, Z2, Z6
+	VPDPBUSD        68(CX), Z6, Z3
+	VPDPBUSD        68(CX)(BX*1), Z6, Z4
+	VBROADCASTI64X4 48(AX), Z6
+	VGF2P8AFFINEQB  $0x08, q2lgf01_64<>+0(SB), Z6, Z7
+	VPSHUFB         Z7, Z2, Z7
+	VPDPBUSD        132(CX), Z7, Z3
+	VPDPBUSD        132(CX)(BX*1), Z7, Z4
+	VGF2P8AFFINEQB  $0x0c, q2lgf23_64<>+0(SB), Z6, Z6
+	VPSHUFB         Z6, Z2, Z6
+	VPDPBUSD        196(CX), Z6, Z3
+	VPDPBUSD        196(CX)(BX*1), Z6, Z4
+	VEXTRACTI64X4   $0x01, Z3, Y2
+	VPADDD          Y2, Y3, Y2
+	VEXTRACTI64X4   $0x01, Z4, Y6
+	VPADDD          Y6, Y4, Y6
+	VPMOVZXBW       (AX), Y7
+	VPSRLW          $0x04, Y7, Y7
+	VPMADDWD        260(CX), Y7, Y8
+	VPMADDWD        260(CX)(BX*1), Y7, Y7
+	VPUNPCKLDQ      Y8, Y2, Y9
+	VPUNPCKHDQ      Y8, Y2, Y2
+	VPADDD          Y2, Y9, Y9
+	VPUNPCKLDQ      Y7, Y6, Y2
+	VPUNPCKHDQ      Y7, Y6, Y6
+	VPADDD          Y6, Y2, Y2
+	VPUNPCKLQDQ     Y2, Y9, Y6
+	VPUNPCKHQDQ     Y2, Y9, Y7
+	VPADDD          Y7, Y6, Y6
+	VPUNPCKLQDQ     Y2, Y2, Y7
+	VPUNPCKHQDQ     Y2, Y2, Y2
+	VPADDD          Y2, Y7, Y7
+	VSHUFI64X2      $0x00, Y7, Y6, Y2
+	VSHUFI64X2      $0x03, Y7, Y6, Y6
+	VPADDD          Y6, Y2, Y2
+	VPBROADCASTD    80(AX), X5
+	VCVTPH2PS       X5, Y6
+	VBROADCASTSS    (CX), X5
+	VBROADCASTSS    (CX)(BX*1), X9
+	VBROADCASTSS    (CX)(BX*1), X7
+	VBROADCASTSS    (CX)(BX*1), X8
+	VSHUFPS         $0x00, X9, X5, X5
+	VSHUFPS         $0x00, X8, X7, X7
+	VINSERTF32X4    $0x01, X7, Y5, Y7
+	VMULPS          Y6, Y7, Y6
+	VCVTDQ2PS       Y2, Y2
+	VMULPS          Y6, Y2, Y2
+	VMOVSHDUP       Y2, Y6
+	VSUBPS          Y6, Y2, Y2
+	VADDPS          Y2, Y0, Y0
+	ADDQ            $0x00000054, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopq2lDotQ2Kx2VNNI
+
+doneq2lDotQ2Kx2VNNI:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VSHUFPS       $0x88, X1, X0, X0
+	VMOVUPS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func q2lDotQ2Kx3VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, GFNI
+TEXT ·q2lDotQ2Kx3VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	VPXORD       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z1
+	VPBROADCASTD c32_03030303<>+0(SB), Z2
+	TESTQ        DX, DX
+	JZ           doneq2lDotQ2Kx3VNNI
+
+loopq2lDotQ2Kx3VNNI:
+	VBROADCASTI32X4 (AX), Z2
+	VPANDD          Z1, Z2, Z2
+	VPSHUFB         q2lzti<>+0(SB), Z2, Z2
+	VPMULLW         q2kmul<>+0(SB), Z2, Z2
+	VBROADCASTI64X4 16(AX), Z7
+	VGF2P8AFFINEQB  $0x00, q2lgf01_64<>+0(SB), Z7, Z8
+	VPSHUFB         Z8, Z2, Z8
+	VPXORD          Z3, Z3, Z3
+	VPDPBUSD        4(CX), Z8, Z3
+	VPXORD          Z4, Z4, Z4
+	VPDPBUSD        4(CX)(BX*1), Z8, Z4
+	VPXORD          Z5, Z5, Z5
+	VPDPBUSD        4(CX)(BX*2), Z8, Z5
+	VGF2P8AFFINEQB  $0x04, q2lgf23_64<>+0(SB), Z7, Z7
+	VPSHUFB         Z7, Z2, Z7
+	VPDPBUSD        68(CX), Z7, Z3
+	VPDPBUSD        68(CX)(BX*1), Z7, Z4
+	VPDPBUSD        68(CX)(BX*2), Z7, Z5
+	VBROADCASTI64X4 48(AX), Z7
+	VGF2P8AFFINEQB  $0x08, q2lgf01_64<>+0(SB), Z7, Z8
+	VPSHUFB         Z8, Z2, Z8
+	VPDPBUSD        132(CX), Z8, Z3
+	VPDPBUSD        132(CX)(BX*1), Z8, Z4
+	VPDPBUSD        132(CX)(BX*2), Z8, Z5
+	VGF2P8AFFINEQB  $0x0c, q2lgf23_64<>+0(SB), Z7, Z7
+	VPSHUFB         Z7, Z2, Z7
+	VPDPBUSD        196(CX), Z7, Z3
+	VPDPBUSD        196(CX)(BX*1), Z7, Z4
+	VPDPBUSD        196(CX)(BX*2), Z7, Z5
+	VEXTRACTI64X4   $0x01, Z3, Y2
+	VPADDD          Y2, Y3, Y2
+	VEXTRACTI64X4   $0x01, Z4, Y7
+	VPADDD          Y7, Y4, Y7
+	VEXTRACTI64X4   $0x01, Z5, Y8
+	VPADDD          Y8, Y5, Y8
+	VPMOVZXBW       (AX), Y9
+	VPSRLW          $0x04, Y9, Y9
+	VPMADDWD        260(CX), Y9, Y10
+	VPMADDWD        260(CX)(BX*1), Y9, Y11
+	VPMADDWD        260(CX)(BX*2), Y9, Y9
+	VPUNPCKLDQ      Y10, Y2, Y12
+	VPUNPCKHDQ      Y10, Y2, Y2
+	VPADDD          Y2, Y12, Y12
+	VPUNPCKLDQ      Y11, Y7, Y2
+	VPUNPCKHDQ      Y11, Y7, Y7
+	VPADDD          Y7, Y2, Y2
+	VPUNPCKLDQ      Y9, Y8, Y7
+	VPUNPCKHDQ      Y9, Y8, Y8
+	VPADDD          Y8, Y7, Y7
+	VPUNPCKLQDQ     Y2, Y12, Y8
+	VPUNPCKHQDQ     Y2, Y12, Y2
+	VPADDD          Y2, Y8, Y8
+	VPUNPCKLQDQ     Y7, Y7, Y2
+	VPUNPCKHQDQ     Y7, Y7, Y7
+	VPADDD          Y7, Y2, Y2
+	VSHUFI64X2      $0x00, Y2, Y8, Y7
+	VSHUFI64X2      $0x03, Y2, Y8, Y2
+	VPADDD          Y2, Y7, Y7
+	VPBROADCASTD    80(AX), X2
+	VCVTPH2PS       X2, Y2
+	VBROADCASTSS    (CX), X6
+	VBROADCASTSS    (CX)(BX*1), X10
+	VBROADCASTSS    (CX)(BX*2), X8
+	VBROADCASTSS    (CX)(BX*2), X9
+	VSHUFPS         $0x00, X10, X6, X6
+	VSHUFPS         $0x00, X9, X8, X8
+	VINSERTF32X4    $0x01, X8, Y6, Y8
+	VMULPS          Y2, Y8, Y2
+	VCVTDQ2PS       Y7, Y7
+	VMULPS          Y2, Y7, Y7
+	VMOVSHDUP       Y7, Y2
+	VSUBPS          Y2, Y7, Y2
+	VADDPS          Y2, Y0, Y0
+	ADDQ            $0x00000054, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopq2lDotQ2Kx3VNNI
+
+doneq2lDotQ2Kx3VNNI:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VSHUFPS       $0x88, X1, X0, X0
+	VMOVUPS       X0, (AX)
+	VZEROUPPER
+	RET
 
 // func q2lDotQ2Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, GFNI
@@ -47053,6 +47666,241 @@ DATA q2koffs1<>+248(SB)/4, $0x0c0c0c0c
 DATA q2koffs1<>+252(SB)/4, $0x0c0c0c0c
 GLOBL q2koffs1<>(SB), RODATA|NOPTR, $256
 
+// func dotQ2Kx2VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotQ2Kx2VNNI256(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	VPXORD       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
+	VPBROADCASTD c32_03030303<>+0(SB), Y2
+	TESTQ        DX, DX
+	JZ           donedotQ2Kx2VNNI256
+
+loopdotQ2Kx2VNNI256:
+	VBROADCASTI32X4 (AX), Y3
+	VPANDD          Y1, Y3, Y3
+	VPSHUFB         q2kti0<>+0(SB), Y3, Y4
+	VPMULLW         q2kmul<>+0(SB), Y4, Y4
+	VPSHUFB         q2kti1<>+0(SB), Y3, Y3
+	VPMULLW         q2kmul<>+0(SB), Y3, Y3
+	VMOVDQU64       16(AX), Y9
+	VMOVDQA64       Y9, Y8
+	VPANDD          Y2, Y8, Y8
+	VPSHUFB         Y8, Y4, Y8
+	VPXORD          Y5, Y5, Y5
+	VPDPBUSD        4(CX), Y8, Y5
+	VPXORD          Y6, Y6, Y6
+	VPDPBUSD        4(CX)(BX*1), Y8, Y6
+	VPSRLW          $0x02, Y9, Y8
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y8
+	VPSHUFB         Y8, Y4, Y8
+	VPDPBUSD        36(CX), Y8, Y5
+	VPDPBUSD        36(CX)(BX*1), Y8, Y6
+	VPSRLW          $0x04, Y9, Y8
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y8
+	VPSHUFB         Y8, Y4, Y8
+	VPDPBUSD        68(CX), Y8, Y5
+	VPDPBUSD        68(CX)(BX*1), Y8, Y6
+	VPSRLW          $0x06, Y9, Y8
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y8
+	VPSHUFB         Y8, Y4, Y8
+	VPDPBUSD        100(CX), Y8, Y5
+	VPDPBUSD        100(CX)(BX*1), Y8, Y6
+	VMOVDQU64       48(AX), Y8
+	VMOVDQA64       Y8, Y4
+	VPANDD          Y2, Y4, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        132(CX), Y4, Y5
+	VPDPBUSD        132(CX)(BX*1), Y4, Y6
+	VPSRLW          $0x02, Y8, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        164(CX), Y4, Y5
+	VPDPBUSD        164(CX)(BX*1), Y4, Y6
+	VPSRLW          $0x04, Y8, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        196(CX), Y4, Y5
+	VPDPBUSD        196(CX)(BX*1), Y4, Y6
+	VPSRLW          $0x06, Y8, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        228(CX), Y4, Y5
+	VPDPBUSD        228(CX)(BX*1), Y4, Y6
+	VPMOVZXBW       (AX), Y3
+	VPSRLW          $0x04, Y3, Y3
+	VPMADDWD        260(CX), Y3, Y4
+	VPMADDWD        260(CX)(BX*1), Y3, Y3
+	VPUNPCKLDQ      Y4, Y5, Y8
+	VPUNPCKHDQ      Y4, Y5, Y4
+	VPADDD          Y4, Y8, Y8
+	VPUNPCKLDQ      Y3, Y6, Y4
+	VPUNPCKHDQ      Y3, Y6, Y3
+	VPADDD          Y3, Y4, Y4
+	VPUNPCKLQDQ     Y4, Y8, Y3
+	VPUNPCKHQDQ     Y4, Y8, Y8
+	VPADDD          Y8, Y3, Y3
+	VPUNPCKLQDQ     Y4, Y4, Y8
+	VPUNPCKHQDQ     Y4, Y4, Y4
+	VPADDD          Y4, Y8, Y8
+	VSHUFI64X2      $0x00, Y8, Y3, Y4
+	VSHUFI64X2      $0x03, Y8, Y3, Y3
+	VPADDD          Y3, Y4, Y4
+	VPBROADCASTD    80(AX), X3
+	VCVTPH2PS       X3, Y3
+	VBROADCASTSS    (CX), X7
+	VBROADCASTSS    (CX)(BX*1), X10
+	VBROADCASTSS    (CX)(BX*1), X8
+	VBROADCASTSS    (CX)(BX*1), X9
+	VSHUFPS         $0x00, X10, X7, X7
+	VSHUFPS         $0x00, X9, X8, X8
+	VINSERTF32X4    $0x01, X8, Y7, Y8
+	VMULPS          Y3, Y8, Y3
+	VCVTDQ2PS       Y4, Y4
+	VMULPS          Y3, Y4, Y4
+	VMOVSHDUP       Y4, Y3
+	VSUBPS          Y3, Y4, Y3
+	VADDPS          Y3, Y0, Y0
+	ADDQ            $0x00000054, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ2Kx2VNNI256
+
+donedotQ2Kx2VNNI256:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VSHUFPS       $0x88, X1, X0, X0
+	VMOVUPS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ2Kx3VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotQ2Kx3VNNI256(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	VPXORD       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
+	VPBROADCASTD c32_03030303<>+0(SB), Y2
+	TESTQ        DX, DX
+	JZ           donedotQ2Kx3VNNI256
+
+loopdotQ2Kx3VNNI256:
+	VBROADCASTI32X4 (AX), Y3
+	VPANDD          Y1, Y3, Y3
+	VPSHUFB         q2kti0<>+0(SB), Y3, Y4
+	VPMULLW         q2kmul<>+0(SB), Y4, Y4
+	VPSHUFB         q2kti1<>+0(SB), Y3, Y3
+	VPMULLW         q2kmul<>+0(SB), Y3, Y3
+	VMOVDQU64       16(AX), Y10
+	VMOVDQA64       Y10, Y9
+	VPANDD          Y2, Y9, Y9
+	VPSHUFB         Y9, Y4, Y9
+	VPXORD          Y5, Y5, Y5
+	VPDPBUSD        4(CX), Y9, Y5
+	VPXORD          Y6, Y6, Y6
+	VPDPBUSD        4(CX)(BX*1), Y9, Y6
+	VPXORD          Y7, Y7, Y7
+	VPDPBUSD        4(CX)(BX*2), Y9, Y7
+	VPSRLW          $0x02, Y10, Y9
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y9
+	VPSHUFB         Y9, Y4, Y9
+	VPDPBUSD        36(CX), Y9, Y5
+	VPDPBUSD        36(CX)(BX*1), Y9, Y6
+	VPDPBUSD        36(CX)(BX*2), Y9, Y7
+	VPSRLW          $0x04, Y10, Y9
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y9
+	VPSHUFB         Y9, Y4, Y9
+	VPDPBUSD        68(CX), Y9, Y5
+	VPDPBUSD        68(CX)(BX*1), Y9, Y6
+	VPDPBUSD        68(CX)(BX*2), Y9, Y7
+	VPSRLW          $0x06, Y10, Y9
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y9
+	VPSHUFB         Y9, Y4, Y9
+	VPDPBUSD        100(CX), Y9, Y5
+	VPDPBUSD        100(CX)(BX*1), Y9, Y6
+	VPDPBUSD        100(CX)(BX*2), Y9, Y7
+	VMOVDQU64       48(AX), Y9
+	VMOVDQA64       Y9, Y4
+	VPANDD          Y2, Y4, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        132(CX), Y4, Y5
+	VPDPBUSD        132(CX)(BX*1), Y4, Y6
+	VPDPBUSD        132(CX)(BX*2), Y4, Y7
+	VPSRLW          $0x02, Y9, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        164(CX), Y4, Y5
+	VPDPBUSD        164(CX)(BX*1), Y4, Y6
+	VPDPBUSD        164(CX)(BX*2), Y4, Y7
+	VPSRLW          $0x04, Y9, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        196(CX), Y4, Y5
+	VPDPBUSD        196(CX)(BX*1), Y4, Y6
+	VPDPBUSD        196(CX)(BX*2), Y4, Y7
+	VPSRLW          $0x06, Y9, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        228(CX), Y4, Y5
+	VPDPBUSD        228(CX)(BX*1), Y4, Y6
+	VPDPBUSD        228(CX)(BX*2), Y4, Y7
+	VPMOVZXBW       (AX), Y3
+	VPSRLW          $0x04, Y3, Y3
+	VPMADDWD        260(CX), Y3, Y4
+	VPMADDWD        260(CX)(BX*1), Y3, Y9
+	VPMADDWD        260(CX)(BX*2), Y3, Y3
+	VPUNPCKLDQ      Y4, Y5, Y10
+	VPUNPCKHDQ      Y4, Y5, Y4
+	VPADDD          Y4, Y10, Y10
+	VPUNPCKLDQ      Y9, Y6, Y4
+	VPUNPCKHDQ      Y9, Y6, Y9
+	VPADDD          Y9, Y4, Y4
+	VPUNPCKLDQ      Y3, Y7, Y9
+	VPUNPCKHDQ      Y3, Y7, Y3
+	VPADDD          Y3, Y9, Y9
+	VPUNPCKLQDQ     Y4, Y10, Y3
+	VPUNPCKHQDQ     Y4, Y10, Y4
+	VPADDD          Y4, Y3, Y3
+	VPUNPCKLQDQ     Y9, Y9, Y4
+	VPUNPCKHQDQ     Y9, Y9, Y9
+	VPADDD          Y9, Y4, Y4
+	VSHUFI64X2      $0x00, Y4, Y3, Y9
+	VSHUFI64X2      $0x03, Y4, Y3, Y3
+	VPADDD          Y3, Y9, Y9
+	VPBROADCASTD    80(AX), X3
+	VCVTPH2PS       X3, Y3
+	VBROADCASTSS    (CX), X8
+	VBROADCASTSS    (CX)(BX*1), X11
+	VBROADCASTSS    (CX)(BX*2), X4
+	VBROADCASTSS    (CX)(BX*2), X10
+	VSHUFPS         $0x00, X11, X8, X8
+	VSHUFPS         $0x00, X10, X4, X4
+	VINSERTF32X4    $0x01, X4, Y8, Y4
+	VMULPS          Y3, Y4, Y3
+	VCVTDQ2PS       Y9, Y4
+	VMULPS          Y3, Y4, Y4
+	VMOVSHDUP       Y4, Y3
+	VSUBPS          Y3, Y4, Y3
+	VADDPS          Y3, Y0, Y0
+	ADDQ            $0x00000054, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ2Kx3VNNI256
+
+donedotQ2Kx3VNNI256:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VSHUFPS       $0x88, X1, X0, X0
+	VMOVUPS       X0, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ2Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
 TEXT ·dotQ2Kx4VNNI256(SB), NOSPLIT, $0-40
@@ -47729,6 +48577,231 @@ DATA q2lgf33_32<>+20(SB)/4, $0x40800000
 DATA q2lgf33_32<>+24(SB)/4, $0x00000000
 DATA q2lgf33_32<>+28(SB)/4, $0x40800000
 GLOBL q2lgf33_32<>(SB), RODATA|NOPTR, $32
+
+// func q2lDotQ2Kx2VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, GFNI
+TEXT ·q2lDotQ2Kx2VNNI256(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	VPXORD       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
+	VPBROADCASTD c32_03030303<>+0(SB), Y2
+	VMOVDQU64    q2lgf11_32<>+0(SB), Y3
+	VMOVDQU64    q2lgf22_32<>+0(SB), Y4
+	VMOVDQU64    q2lgf33_32<>+0(SB), Y5
+	TESTQ        DX, DX
+	JZ           doneq2lDotQ2Kx2VNNI256
+
+loopq2lDotQ2Kx2VNNI256:
+	VBROADCASTI32X4 (AX), Y6
+	VPANDD          Y1, Y6, Y6
+	VPSHUFB         q2kti0<>+0(SB), Y6, Y7
+	VPMULLW         q2kmul<>+0(SB), Y7, Y7
+	VPSHUFB         q2kti1<>+0(SB), Y6, Y6
+	VPMULLW         q2kmul<>+0(SB), Y6, Y6
+	VMOVDQU64       16(AX), Y11
+	VPANDD          Y2, Y11, Y12
+	VPSHUFB         Y12, Y7, Y12
+	VPXORD          Y8, Y8, Y8
+	VPDPBUSD        4(CX), Y12, Y8
+	VPXORD          Y9, Y9, Y9
+	VPDPBUSD        4(CX)(BX*1), Y12, Y9
+	VGF2P8AFFINEQB  $0x04, Y3, Y11, Y12
+	VPSHUFB         Y12, Y7, Y12
+	VPDPBUSD        36(CX), Y12, Y8
+	VPDPBUSD        36(CX)(BX*1), Y12, Y9
+	VGF2P8AFFINEQB  $0x08, Y4, Y11, Y12
+	VPSHUFB         Y12, Y7, Y12
+	VPDPBUSD        68(CX), Y12, Y8
+	VPDPBUSD        68(CX)(BX*1), Y12, Y9
+	VGF2P8AFFINEQB  $0x0c, Y5, Y11, Y11
+	VPSHUFB         Y11, Y7, Y11
+	VPDPBUSD        100(CX), Y11, Y8
+	VPDPBUSD        100(CX)(BX*1), Y11, Y9
+	VMOVDQU64       48(AX), Y7
+	VPANDD          Y2, Y7, Y11
+	VPSHUFB         Y11, Y6, Y11
+	VPDPBUSD        132(CX), Y11, Y8
+	VPDPBUSD        132(CX)(BX*1), Y11, Y9
+	VGF2P8AFFINEQB  $0x04, Y3, Y7, Y11
+	VPSHUFB         Y11, Y6, Y11
+	VPDPBUSD        164(CX), Y11, Y8
+	VPDPBUSD        164(CX)(BX*1), Y11, Y9
+	VGF2P8AFFINEQB  $0x08, Y4, Y7, Y11
+	VPSHUFB         Y11, Y6, Y11
+	VPDPBUSD        196(CX), Y11, Y8
+	VPDPBUSD        196(CX)(BX*1), Y11, Y9
+	VGF2P8AFFINEQB  $0x0c, Y5, Y7, Y7
+	VPSHUFB         Y7, Y6, Y7
+	VPDPBUSD        228(CX), Y7, Y8
+	VPDPBUSD        228(CX)(BX*1), Y7, Y9
+	VPMOVZXBW       (AX), Y6
+	VPSRLW          $0x04, Y6, Y6
+	VPMADDWD        260(CX), Y6, Y7
+	VPMADDWD        260(CX)(BX*1), Y6, Y6
+	VPUNPCKLDQ      Y7, Y8, Y11
+	VPUNPCKHDQ      Y7, Y8, Y7
+	VPADDD          Y7, Y11, Y11
+	VPUNPCKLDQ      Y6, Y9, Y7
+	VPUNPCKHDQ      Y6, Y9, Y6
+	VPADDD          Y6, Y7, Y7
+	VPUNPCKLQDQ     Y7, Y11, Y6
+	VPUNPCKHQDQ     Y7, Y11, Y11
+	VPADDD          Y11, Y6, Y6
+	VPUNPCKLQDQ     Y7, Y7, Y11
+	VPUNPCKHQDQ     Y7, Y7, Y7
+	VPADDD          Y7, Y11, Y11
+	VSHUFI64X2      $0x00, Y11, Y6, Y7
+	VSHUFI64X2      $0x03, Y11, Y6, Y6
+	VPADDD          Y6, Y7, Y7
+	VPBROADCASTD    80(AX), X6
+	VCVTPH2PS       X6, Y6
+	VBROADCASTSS    (CX), X10
+	VBROADCASTSS    (CX)(BX*1), X13
+	VBROADCASTSS    (CX)(BX*1), X11
+	VBROADCASTSS    (CX)(BX*1), X12
+	VSHUFPS         $0x00, X13, X10, X10
+	VSHUFPS         $0x00, X12, X11, X11
+	VINSERTF32X4    $0x01, X11, Y10, Y11
+	VMULPS          Y6, Y11, Y6
+	VCVTDQ2PS       Y7, Y7
+	VMULPS          Y6, Y7, Y7
+	VMOVSHDUP       Y7, Y6
+	VSUBPS          Y6, Y7, Y6
+	VADDPS          Y6, Y0, Y0
+	ADDQ            $0x00000054, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopq2lDotQ2Kx2VNNI256
+
+doneq2lDotQ2Kx2VNNI256:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VSHUFPS       $0x88, X1, X0, X0
+	VMOVUPS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func q2lDotQ2Kx3VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, GFNI
+TEXT ·q2lDotQ2Kx3VNNI256(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	VPXORD       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
+	VPBROADCASTD c32_03030303<>+0(SB), Y2
+	VMOVDQU64    q2lgf11_32<>+0(SB), Y3
+	VMOVDQU64    q2lgf22_32<>+0(SB), Y4
+	VMOVDQU64    q2lgf33_32<>+0(SB), Y5
+	TESTQ        DX, DX
+	JZ           doneq2lDotQ2Kx3VNNI256
+
+loopq2lDotQ2Kx3VNNI256:
+	VBROADCASTI32X4 (AX), Y6
+	VPANDD          Y1, Y6, Y6
+	VPSHUFB         q2kti0<>+0(SB), Y6, Y7
+	VPMULLW         q2kmul<>+0(SB), Y7, Y7
+	VPSHUFB         q2kti1<>+0(SB), Y6, Y6
+	VPMULLW         q2kmul<>+0(SB), Y6, Y6
+	VMOVDQU64       16(AX), Y12
+	VPANDD          Y2, Y12, Y13
+	VPSHUFB         Y13, Y7, Y13
+	VPXORD          Y8, Y8, Y8
+	VPDPBUSD        4(CX), Y13, Y8
+	VPXORD          Y9, Y9, Y9
+	VPDPBUSD        4(CX)(BX*1), Y13, Y9
+	VPXORD          Y10, Y10, Y10
+	VPDPBUSD        4(CX)(BX*2), Y13, Y10
+	VGF2P8AFFINEQB  $0x04, Y3, Y12, Y13
+	VPSHUFB         Y13, Y7, Y13
+	VPDPBUSD        36(CX), Y13, Y8
+	VPDPBUSD        36(CX)(BX*1), Y13, Y9
+	VPDPBUSD        36(CX)(BX*2), Y13, Y10
+	VGF2P8AFFINEQB  $0x08, Y4, Y12, Y13
+	VPSHUFB         Y13, Y7, Y13
+	VPDPBUSD        68(CX), Y13, Y8
+	VPDPBUSD        68(CX)(BX*1), Y13, Y9
+	VPDPBUSD        68(CX)(BX*2), Y13, Y10
+	VGF2P8AFFINEQB  $0x0c, Y5, Y12, Y12
+	VPSHUFB         Y12, Y7, Y12
+	VPDPBUSD        100(CX), Y12, Y8
+	VPDPBUSD        100(CX)(BX*1), Y12, Y9
+	VPDPBUSD        100(CX)(BX*2), Y12, Y10
+	VMOVDQU64       48(AX), Y7
+	VPANDD          Y2, Y7, Y12
+	VPSHUFB         Y12, Y6, Y12
+	VPDPBUSD        132(CX), Y12, Y8
+	VPDPBUSD        132(CX)(BX*1), Y12, Y9
+	VPDPBUSD        132(CX)(BX*2), Y12, Y10
+	VGF2P8AFFINEQB  $0x04, Y3, Y7, Y12
+	VPSHUFB         Y12, Y6, Y12
+	VPDPBUSD        164(CX), Y12, Y8
+	VPDPBUSD        164(CX)(BX*1), Y12, Y9
+	VPDPBUSD        164(CX)(BX*2), Y12, Y10
+	VGF2P8AFFINEQB  $0x08, Y4, Y7, Y12
+	VPSHUFB         Y12, Y6, Y12
+	VPDPBUSD        196(CX), Y12, Y8
+	VPDPBUSD        196(CX)(BX*1), Y12, Y9
+	VPDPBUSD        196(CX)(BX*2), Y12, Y10
+	VGF2P8AFFINEQB  $0x0c, Y5, Y7, Y7
+	VPSHUFB         Y7, Y6, Y7
+	VPDPBUSD        228(CX), Y7, Y8
+	VPDPBUSD        228(CX)(BX*1), Y7, Y9
+	VPDPBUSD        228(CX)(BX*2), Y7, Y10
+	VPMOVZXBW       (AX), Y6
+	VPSRLW          $0x04, Y6, Y6
+	VPMADDWD        260(CX), Y6, Y7
+	VPMADDWD        260(CX)(BX*1), Y6, Y12
+	VPMADDWD        260(CX)(BX*2), Y6, Y6
+	VPUNPCKLDQ      Y7, Y8, Y13
+	VPUNPCKHDQ      Y7, Y8, Y7
+	VPADDD          Y7, Y13, Y13
+	VPUNPCKLDQ      Y12, Y9, Y7
+	VPUNPCKHDQ      Y12, Y9, Y12
+	VPADDD          Y12, Y7, Y7
+	VPUNPCKLDQ      Y6, Y10, Y12
+	VPUNPCKHDQ      Y6, Y10, Y6
+	VPADDD          Y6, Y12, Y12
+	VPUNPCKLQDQ     Y7, Y13, Y6
+	VPUNPCKHQDQ     Y7, Y13, Y7
+	VPADDD          Y7, Y6, Y6
+	VPUNPCKLQDQ     Y12, Y12, Y7
+	VPUNPCKHQDQ     Y12, Y12, Y12
+	VPADDD          Y12, Y7, Y7
+	VSHUFI64X2      $0x00, Y7, Y6, Y12
+	VSHUFI64X2      $0x03, Y7, Y6, Y6
+	VPADDD          Y6, Y12, Y12
+	VPBROADCASTD    80(AX), X6
+	VCVTPH2PS       X6, Y6
+	VBROADCASTSS    (CX), X11
+	VBROADCASTSS    (CX)(BX*1), X14
+	VBROADCASTSS    (CX)(BX*2), X7
+	VBROADCASTSS    (CX)(BX*2), X13
+	VSHUFPS         $0x00, X14, X11, X11
+	VSHUFPS         $0x00, X13, X7, X7
+	VINSERTF32X4    $0x01, X7, Y11, Y7
+	VMULPS          Y6, Y7, Y6
+	VCVTDQ2PS       Y12, Y7
+	VMULPS          Y6, Y7, Y7
+	VMOVSHDUP       Y7, Y6
+	VSUBPS          Y6, Y7, Y6
+	VADDPS          Y6, Y0, Y0
+	ADDQ            $0x00000054, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopq2lDotQ2Kx3VNNI256
+
+doneq2lDotQ2Kx3VNNI256:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VSHUFPS       $0x88, X1, X0, X0
+	VMOVUPS       X0, (AX)
+	VZEROUPPER
+	RET
 
 // func q2lDotQ2Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, GFNI

@@ -24,15 +24,19 @@ import (
 // sumf is scalar and in block order. Four activation rows have four
 // independent sums, so there the add is one vector add per block.
 
-// genQ2KExact emits dotQ2K<suffix> and dotQ2Kx4<suffix>.
+// genQ2KExact emits dotQ2K<suffix> and dotQ2Kx2..x4<suffix>.
 func genQ2KExact(t *target) {
 	q2kOne(t, false)
-	q2kFour(t, false)
+	for m := 2; m <= 4; m++ {
+		q2kFour(t, false, m)
+	}
 	if t.vnni {
-		// q2lDotQ2K<suffix>, q2lDotQ2Kx4<suffix>: the same with GFNI
+		// q2lDotQ2K<suffix>, q2lDotQ2Kx2..x4<suffix>: the same with GFNI
 		// table indices (q2lgfni.go), for CPUs that have it.
 		q2kOne(t, true)
-		q2kFour(t, true)
+		for m := 2; m <= 4; m++ {
+			q2kFour(t, true, m)
+		}
 	}
 }
 
@@ -187,19 +191,27 @@ func q2kGroupFloat(t *target, wp, ap Register, blk int, iv, sumf VecVirtual) {
 	VADDSS(l6, sumf, sumf)
 }
 
-// q2kFour emits dotQ2Kx4<suffix>(w, a *byte, nb, astride int, out *float32):
-// four activation rows at a + k*astride against one weight row.
-func q2kFour(t *target, gfni bool) {
-	fn := q2lName("dotQ2Kx4", t, gfni)
+// q2kFour emits dotQ2Kx<m><suffix>(w, a *byte, nb, astride int, out
+// *float32): m = 2, 3 or 4 activation rows at a + k*astride against one
+// weight row, their sums in out[0:m] (out[m:4] are written too, with
+// garbage). Fewer than four rows fill the float lanes of the missing ones
+// with copies of the last row's (the same operations, lane by lane).
+func q2kFour(t *target, gfni bool, m int) {
+	fn := q2lName("dotQ2Kx"+string(rune('0'+m)), t, gfni)
 	TEXT(fn, NOSPLIT, "func(w, a *byte, nb, astride int, out *float32)")
 	Pragma("noescape")
 	wp := Load(Param("w"), GP64())
 	ap := Load(Param("a"), GP64())
 	nb := Load(Param("nb"), GP64())
 	s := Load(Param("astride"), GP64())
-	s3 := GP64()
-	LEAQ(Mem{Base: s, Index: s, Scale: 2}, s3)
-	acts := []Mem{{Base: ap}, {Base: ap, Index: s, Scale: 1}, {Base: ap, Index: s, Scale: 2}, {Base: ap, Index: s3, Scale: 1}}
+	acts := []Mem{{Base: ap}, {Base: ap, Index: s, Scale: 1}, {Base: ap, Index: s, Scale: 2}}
+	if m > 3 {
+		s3 := GP64()
+		LEAQ(Mem{Base: s, Index: s, Scale: 2}, s3)
+		acts = append(acts, Mem{Base: ap, Index: s3, Scale: 1})
+	}
+	acts = acts[:m]
+	lane := func(k int) Mem { return acts[min(k, m-1)] }
 	acc := YMM() // row k's sum in lane 2k
 	t.zerof(acc)
 	t.memConsts = true
@@ -218,6 +230,10 @@ func q2kFour(t *target, gfni bool) {
 	// Lanes 2k, 2k+1: row k's isum and summs.
 	var v [4]VecVirtual
 	for k := range v {
+		if k >= m {
+			v[k] = v[m-1]
+			continue
+		}
 		v[k] = t.pairSum(is[k], sm[k])
 	}
 	iv := t.halvesSum(t.quadSum(v[0], v[1]), t.quadSum(v[2], v[3]), nil)
@@ -225,7 +241,7 @@ func q2kFour(t *target, gfni bool) {
 	VPBROADCASTD(Mem{Base: wp, Disp: 80}, x)
 	dd := YMM()
 	VCVTPH2PS(x, dd) // d, dmin four times
-	diff := q2kPairsFloat(t, iv, dd, func(k int) Mem { return acts[k] })
+	diff := q2kPairsFloat(t, iv, dd, lane)
 	VADDPS(diff, acc, acc)
 	ADDQ(U32(84), wp)
 	ADDQ(U32(q8KSize), ap)

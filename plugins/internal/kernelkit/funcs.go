@@ -9,6 +9,11 @@ type Funcs struct {
 	// kernels take four Q8_K rows astride bytes apart into out[0:4].
 	Q2K, Q3K, Q4K, Q5K, Q6K           func(w, a *byte, nb int) float32
 	Q2Kx4, Q3Kx4, Q4Kx4, Q5Kx4, Q6Kx4 func(w, a *byte, nb, astride int, out *float32)
+	// Q2Kx2 and Q2Kx3 (optional) are Q2Kx4 on two and three rows (into
+	// out[0:4], the lanes past the rows garbage): MatMul runs a tail of
+	// two or three activation rows on them, each weight block unpacked
+	// once for the rows.
+	Q2Kx2, Q2Kx3 func(w, a *byte, nb, astride int, out *float32)
 	// Q3KP and Q6KP (optional) are Q3K and Q6K on a prepared activation
 	// row (prep.go); where set, Dot, MatVec and MatMul below four
 	// activation rows use them.
@@ -102,7 +107,7 @@ type Funcs struct {
 // CPU runs it, and may then pick another with SetLevel. Add is for package
 // initialization, before any kernel runs.
 func (k *Kit) Add(name string, f Funcs) {
-	l := &level{name: name, dot: map[quant.Type]dotFunc{}, dot4: map[quant.Type]dot4Func{},
+	l := &level{name: name, dot: map[quant.Type]dotFunc{}, dot4: map[quant.Type]dot4Func{}, dotFew: map[quant.Type][4]dot4Func{},
 		rows8: map[quant.Type]rows8Func{}, quantizeQ8K: f.QuantizeQ8K}
 	for t, fn := range map[quant.Type]func(w, a *byte, nb int) float32{
 		quant.Q2_K: f.Q2K, quant.Q3_K: f.Q3K, quant.Q4_K: f.Q4K, quant.Q5_K: f.Q5K, quant.Q6_K: f.Q6K,
@@ -123,6 +128,10 @@ func (k *Kit) Add(name string, f Funcs) {
 		if fn != nil {
 			l.dot4[t] = kquant4(fn, t.TypeSize())
 		}
+	}
+	if f.Q2Kx2 != nil && f.Q2Kx3 != nil {
+		sz := quant.Q2_K.TypeSize()
+		l.dotFew[quant.Q2_K] = [4]dot4Func{2: kquantRows(f.Q2Kx2, sz, 2), 3: kquantRows(f.Q2Kx3, sz, 3)}
 	}
 	for t, fn := range map[quant.Type]func(w, a *byte, nb int) float32{
 		quant.Q8_0: f.Q8_0, quant.Q4_0: f.Q4_0, quant.Q5_0: f.Q5_0, quant.MXFP4: f.MXFP4, quant.IQ4_NL: f.IQ4NL,
@@ -218,13 +227,18 @@ func block32(f func(w, a *byte, nb int) float32, wsize, asize int) dotFunc {
 }
 
 func kquant4(f func(w, a *byte, nb, astride int, out *float32), wsize int) dot4Func {
+	return kquantRows(f, wsize, 4)
+}
+
+// kquantRows wraps a kernel of m activation rows astride bytes apart.
+func kquantRows(f func(w, a *byte, nb, astride int, out *float32), wsize, m int) dot4Func {
 	return func(n int, w, a []byte, astride int, out *[4]float32) {
 		nb := n / quant.QK_K
 		if nb == 0 {
 			*out = [4]float32{}
 			return
 		}
-		w, a = w[:nb*wsize], a[:3*astride+nb*q8KSize]
+		w, a = w[:nb*wsize], a[:(m-1)*astride+nb*q8KSize]
 		f(&w[0], &a[0], nb, astride, &out[0])
 	}
 }

@@ -37,6 +37,7 @@ type level struct {
 	name        string
 	dot         map[quant.Type]dotFunc
 	dot4        map[quant.Type]dot4Func           // optional, for MatMul
+	dotFew      map[quant.Type][4]dot4Func        // optional: [2], [3]: MatMul's tails of two and three Q8_K rows
 	rows8       map[quant.Type]rows8Func          // optional, for MatVec
 	prep        map[quant.Type]*prepared          // optional: kernels on prepared rows
 	fprep       map[quant.Type]*floatPrep         // the plain float types' prepared rows

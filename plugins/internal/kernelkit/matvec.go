@@ -66,10 +66,12 @@ func (k *Kit) matMulPlan(t quant.Type, w []byte, rows, n int, act []byte, m int,
 		act = p.rows(act, n, int(arow), m, bp)
 		arow = int64(n / quant.QK_K * prepBlock)
 		f = p.dot
-		if p.tiled(n) {
+		if p.tiled(n) || m >= 2 && p.tileN[min(m, 4)] != nil {
+			// Rows too long to prepare whole, or several short ones
+			// (routed experts of a batched decode step): each weight row
+			// read once for all of them, four at a time, then the rest
+			// together, as far as there are kernels for several rows.
 			return func(r0, r1 int) {
-				// Four rows at a time, then the rest together, as far as
-				// there are kernels for several rows.
 				j := 0
 				for ; m-j >= 2; j += 4 {
 					g := min(4, m-j)
@@ -125,8 +127,14 @@ func (k *Kit) matMulPlan(t quant.Type, w []byte, rows, n int, act []byte, m int,
 			}
 		}
 	}
+	// Tails of two or three rows on plain Q8_K rows (a type without
+	// prepared rows) run together.
+	var few [4]dot4Func
+	if k.active.prep[t] == nil && k.active.fprep[t] == nil && !(fast && fastType(t)) {
+		few = k.active.dotFew[t]
+	}
 	return func(r0, r1 int) {
-		matMulRange(f, f4, fr, n, w, int(wrow), r0, r1, act, int(arow), jt, act4, arow4, m, out, rows)
+		matMulRange(f, f4, fr, few, n, w, int(wrow), r0, r1, act, int(arow), jt, act4, arow4, m, out, rows)
 	}, release, nil
 }
 
@@ -179,8 +187,9 @@ var actPool = sync.Pool{New: func() any { return new([]byte) }}
 // (nil: none) takes four activation rows at a time, from act4 (arow4 bytes
 // apart: act itself, or the rows prepared for f4), fr (nil: none) eight
 // weight rows of one activation row. The rows f4 leaves to f are in act
-// from row jt on, arow bytes apart.
-func matMulRange(f dotFunc, f4 dot4Func, fr rows8Func, n int, w []byte, wrow, r0, r1 int, act []byte, arow, jt int, act4 []byte, arow4, m int, out []float32, rows int) {
+// from row jt on, arow bytes apart; few[2] and few[3] (nil: none) take
+// them together when two or three are left.
+func matMulRange(f dotFunc, f4 dot4Func, fr rows8Func, few [4]dot4Func, n int, w []byte, wrow, r0, r1 int, act []byte, arow, jt int, act4 []byte, arow4, m int, out []float32, rows int) {
 	// one runs weight rows [i0, i1) over activation row a into o[i0:i1].
 	one := func(a []byte, o []float32, i0, i1 int) {
 		i := i0
@@ -211,6 +220,16 @@ func matMulRange(f dotFunc, f4 dot4Func, fr rows8Func, n int, w []byte, wrow, r0
 					out[(j+k)*rows+i] = v
 				}
 			}
+		}
+		if left := m - j; left >= 2 && left <= 3 && few[left] != nil {
+			a := act[(j-jt)*arow : (m-jt)*arow]
+			for i := i0; i < i1; i++ {
+				few[left](n, w[i*wrow:(i+1)*wrow], a, arow, &r4)
+				for k := range left {
+					out[(j+k)*rows+i] = r4[k]
+				}
+			}
+			j = m
 		}
 		for ; j < m; j++ {
 			one(act[(j-jt)*arow:(j-jt+1)*arow], out[j*rows:(j+1)*rows], i0, i1)

@@ -325,10 +325,11 @@ func MatMul(t *testing.T, k *kernelkit.Kit) {
 				// passes and a tail); 24 blocks, too long to prepare for one
 				// row, run tile by tile with 1-3 activation rows, or seven;
 				// 28 and 35 blocks with four rows or more (tiles of four rows
-				// and a tail of one to three).
+				// and a tail of one to three); 5 and 12 blocks with two and
+				// three rows (prepared together).
 				{1, 512, 6}, {17, 512, 6}, {40, 512, 6}, {17, 1280, 9}, {40, 6144, 7},
 				{1, 6144, 3}, {17, 6144, 3}, {40, 6144, 2}, {17, 35 * 256, 2},
-				{9, 7168, 4}, {17, 35 * 256, 9}, {9, 7168, 6},
+				{9, 7168, 4}, {17, 35 * 256, 9}, {9, 7168, 6}, {17, 1280, 2}, {9, 3072, 3},
 			} {
 				rows, n, m := shape.rows, shape.n, shape.m
 				var w, act []byte

@@ -10,8 +10,9 @@ import (
 )
 
 // matMulRandomTypes are the types whose matrix × matrix paths (four-row
-// and eight-row kernels, with their one-row tails) MatMulRandom checks.
-var matMulRandomTypes = []quant.Type{quant.TQ1_0, quant.TQ2_0, quant.IQ4_NL, quant.IQ4_XS, quant.Q4_1, quant.Q5_1,
+// and eight-row kernels, with their tails of one row, or of two and three
+// rows together) MatMulRandom checks.
+var matMulRandomTypes = []quant.Type{quant.Q2_K, quant.TQ1_0, quant.TQ2_0, quant.IQ4_NL, quant.IQ4_XS, quant.Q4_1, quant.Q5_1,
 	quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S, quant.IQ1_S, quant.IQ1_M}
 
 // MatMulRandom runs MatMul on random shapes (1-21 weight rows, 1-9
