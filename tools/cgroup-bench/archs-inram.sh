@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # k3 bench vs llama.cpp (k3ref bench: llama-bench's loop, the native SIMD variant, repacked
 # weights) in RAM on the files archs.sh wrote (KEEP=1), two alternating rounds, 2 threads;
+# ARCHS names the files (DIR/NAME.gguf: any file, e.g. quants.sh's q2_k and iq2_xxs-moe);
 # P and N set the prompt and generated tokens (default 64 and 32).
 # Needs bin/k3 and tools/parity (bash .ci/setup-parity.sh).
 cd "$(dirname "$0")/../.."
@@ -13,10 +14,10 @@ for a in ${ARCHS:-qwen3moe deepseek2 kimi-k3}; do
     $REF bench $m -p ${P:-64} -n ${N:-32} --threads 2 --reps 1 --seed $r > $O/ll-$a-$r.json 2>$O/ll-$a-$r.log
   done
 done
-O=$O python3 - <<'PY'
+O=$O A="${ARCHS:-qwen3moe deepseek2 kimi-k3}" python3 - <<'PY'
 import json,glob,os
 O=os.environ["O"]
-for a in "qwen3moe deepseek2 kimi-k3".split():
+for a in os.environ["A"].split():
     row=[a]
     for ph in ("prefill_tok_s","decode_tok_s"):
         k=[json.load(open(f))[ph]["mean"] if isinstance(json.load(open(f))[ph],dict) else json.load(open(f))[ph] for f in sorted(glob.glob(f"{O}/k3-{a}-*.json"))]

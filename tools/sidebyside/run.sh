@@ -69,7 +69,7 @@ echo "k3 kernels on this CPU (--kernels $KERNELS): $AUTO"
 
 # --- (a) matrix × vector ---
 if ! skip matvec; then
-	mv_types=${MV_TYPES:-"q2_K q3_K q4_K q5_K q6_K q8_0 q4_0 q5_0 mxfp4 iq4_nl iq4_xs q4_1 q5_1 tq1_0 tq2_0 f16 bf16 f32"}
+	mv_types=${MV_TYPES:-"q2_K q3_K q4_K q5_K q6_K q8_0 q4_0 q5_0 mxfp4 iq1_s iq1_m iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq4_nl iq4_xs q4_1 q5_1 tq1_0 tq2_0 f16 bf16 f32"}
 	for shape in $SHAPES; do
 		rows=${shape%x*} cols=${shape#*x}
 		for r in $(seq "$ROUNDS"); do
