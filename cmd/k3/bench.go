@@ -329,8 +329,12 @@ func (a *stageAcc) report(prefillTokens, decodeTokens int) *benchStorage {
 		DecodeAcquiresPerToken: ratio(float64(a.decodeAcquires), float64(decodeTokens)),
 	}
 	for _, d := range a.last.Devices {
-		s.Devices = append(s.Devices, benchDevice{Name: d.Name, Workers: d.Workers, Shards: d.Shards, Reads: d.Reads, BytesRead: d.BytesRead, ReadS: d.ReadTime.Seconds()})
+		bd := benchDevice{Name: d.Name, Workers: d.Workers, Shards: d.Shards, Reads: d.Reads, BytesRead: d.BytesRead, ReadS: d.ReadTime.Seconds()}
+		bd.BytesPerSec = ratio(float64(d.BytesRead), bd.ReadS/float64(max(d.Workers, 1)))
+		s.RunReadBandwidth += bd.BytesPerSec
+		s.Devices = append(s.Devices, bd)
 	}
+	s.StorageBoundDecode = ratio(s.RunReadBandwidth, s.DecodeBytesPerToken)
 	for i, l := range a.layers {
 		if l.Acquire > 0 || l.Compute > 0 {
 			ms := func(d time.Duration) float64 { return ratio(float64(d)/1e6, float64(decodeTokens)) }

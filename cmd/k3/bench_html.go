@@ -100,13 +100,20 @@ func reportRows(r *benchRecord) [][2]string {
 			[2]string{"expert cache hit rate", fmt.Sprintf("%.1f%% (decode %.1f%%)", 100*s.HitRate, 100*s.DecodeHitRate)},
 			[2]string{"decode wait share", fmt.Sprintf("%.1f%% waiting on storage, %.1f%% in acquire (waits plus IPC)", 100*s.DecodeWaitShare, 100*s.DecodeAcquireShare)},
 		)
-		if h := r.Host; h != nil {
-			bound := "none: decode read nothing (the cache held every expert it used)"
-			if s.DecodeBytesPerToken > 0 {
-				bound = fmt.Sprintf("%.3f tok/s (read bandwidth / decode bytes per token)", h.ReadBandwidth/s.DecodeBytesPerToken)
+		bound := "none: decode read nothing (the cache held every expert it used)"
+		if s.DecodeBytesPerToken > 0 {
+			var parts []string
+			if s.StorageBoundDecode > 0 {
+				parts = append(parts, fmt.Sprintf("%.3f tok/s by the run's own reads (%.2f GB/s at the stager's queue depth / decode bytes per token)", s.StorageBoundDecode, s.RunReadBandwidth/1e9))
 			}
-			rows = append(rows, [2]string{"storage-bound decode rate", bound})
+			if h := r.Host; h != nil && h.ReadBandwidth > 0 {
+				parts = append(parts, fmt.Sprintf("%.3f tok/s by the read test before the run", h.ReadBandwidth/s.DecodeBytesPerToken))
+			}
+			if len(parts) > 0 {
+				bound = strings.Join(parts, "; ")
+			}
 		}
+		rows = append(rows, [2]string{"storage-bound decode rate", bound})
 	} else {
 		rows = append(rows, [2]string{"storage", "none: weights mapped from the file"})
 	}

@@ -147,6 +147,14 @@ type benchStorage struct {
 	// Devices splits the stager's reads (since it opened) by the device
 	// groups it reads through, each with its own workers.
 	Devices []benchDevice `json:"devices,omitempty"`
+	// RunReadBandwidth is what the storage gave the stager's own reads in
+	// this run, summed over its devices (each device's bytes_per_second),
+	// and StorageBoundDecode that over the decode bytes per token: the
+	// storage-bound decode rate from the run itself. The --report read
+	// test before the run can see a faster disk than the run does (a
+	// virtual disk's host cache, other tenants).
+	RunReadBandwidth   float64 `json:"run_read_bandwidth_bytes_per_second"`
+	StorageBoundDecode float64 `json:"storage_bound_decode_tok_s"`
 }
 
 // benchDevice is one device group's reads since the stager opened.
@@ -157,6 +165,9 @@ type benchDevice struct {
 	Reads     uint64  `json:"reads"`
 	BytesRead int64   `json:"bytes_read"`
 	ReadS     float64 `json:"read_seconds"` // summed latency of its reads
+	// BytesPerSec is BytesRead over ReadS / Workers: the device's rate at
+	// the stager's queue depth while its reads were in flight.
+	BytesPerSec float64 `json:"bytes_per_second"`
 }
 
 // benchLayer is one layer's routed-expert time per decoded token.
@@ -350,8 +361,11 @@ func (r *benchRecord) writeTable(w io.Writer) error {
 			100*s.HitRate, 100*s.DecodeHitRate, 100*s.DecodeWaitShare)
 		if len(s.Devices) > 1 {
 			for _, d := range s.Devices {
-				fmt.Fprintf(tw, "device %s	%d workers, shards %v: %d reads, %.1f MiB\n", d.Name, d.Workers, d.Shards, d.Reads, float64(d.BytesRead)/(1<<20))
+				fmt.Fprintf(tw, "device %s	%d workers, shards %v: %d reads, %.1f MiB, %.2f GB/s\n", d.Name, d.Workers, d.Shards, d.Reads, float64(d.BytesRead)/(1<<20), d.BytesPerSec/1e9)
 			}
+		}
+		if s.StorageBoundDecode > 0 {
+			fmt.Fprintf(tw, "storage bound\t%.3f tok/s decode (the stager's reads got %.2f GB/s in this run)\n", s.StorageBoundDecode, s.RunReadBandwidth/1e9)
 		}
 	} else {
 		fmt.Fprintf(tw, "storage\tnone (weights mapped from the file)\n")

@@ -91,6 +91,21 @@ func TestBenchStaged(t *testing.T) {
 	if b := rec.Boundary; b == nil || b.OpsPerToken <= 0 || b.BatchesPerToken <= 0 {
 		t.Errorf("kernels boundary %+v", b)
 	}
+	// The run's own read rate: each device's bytes over its reads' time
+	// per worker, and the bound from it.
+	if len(s.Devices) == 0 {
+		t.Error("no device read counts from staging-pread")
+	}
+	var sum float64
+	for _, d := range s.Devices {
+		if d.BytesRead > 0 && (d.ReadS <= 0 || d.BytesPerSec != float64(d.BytesRead)/(d.ReadS/float64(d.Workers))) {
+			t.Errorf("device %+v: rate %g", d, d.BytesPerSec)
+		}
+		sum += d.BytesPerSec
+	}
+	if s.RunReadBandwidth != sum || s.DecodeBytesPerToken > 0 && s.StorageBoundDecode != s.RunReadBandwidth/s.DecodeBytesPerToken {
+		t.Errorf("run read bandwidth %g (devices sum to %g), bound %g at %g bytes/token", s.RunReadBandwidth, sum, s.StorageBoundDecode, s.DecodeBytesPerToken)
+	}
 	if rec.Mode.Profile != "auto" || rec.Mode.Stager != "pread" || rec.Mode.Budget != 64<<20 {
 		t.Errorf("mode %+v", rec.Mode)
 	}

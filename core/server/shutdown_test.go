@@ -199,16 +199,7 @@ func readToEnd(t *testing.T, r sseReader) streamEnd {
 // generated text (or reasoning).
 func startStream(t *testing.T, url, path, body string) (sseReader, func()) {
 	t.Helper()
-	resp, err := http.Post(url+path, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		t.Fatalf("status %d: %s", resp.StatusCode, b)
-	}
-	r := sseReader{bufio.NewReader(resp.Body)}
+	r, closeBody := openStream(t, url, path, body)
 	for {
 		data, err := r.next()
 		if err != nil {
@@ -223,9 +214,25 @@ func startStream(t *testing.T, url, path, body string) (sseReader, func()) {
 		}
 		ch := c.Choices[0]
 		if ch.Text != "" || ch.Delta != nil && (ch.Delta.ReasoningContent != "" || ch.Delta.Content != nil && *ch.Delta.Content != "") {
-			return r, func() { resp.Body.Close() }
+			return r, closeBody
 		}
 	}
+}
+
+// openStream posts a streaming request and returns once the server
+// answered 200 (the stream's headers are sent before any token).
+func openStream(t *testing.T, url, path, body string) (sseReader, func()) {
+	t.Helper()
+	resp, err := http.Post(url+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	return sseReader{bufio.NewReader(resp.Body)}, func() { resp.Body.Close() }
 }
 
 var shutdownStreams = []struct{ name, path, body string }{
@@ -301,10 +308,14 @@ func TestShutdownGrace(t *testing.T) {
 			// test has seen the queued request deferred and the drain
 			// refuse the late one: without the gate a fast machine could
 			// finish all n tokens before the queued request arrived.
-			gate := &gatedBackend{Backend: tinyBackend(t), release: make(chan struct{})}
+			gate := &gatedBackend{Backend: tinyBackend(t), release: make(chan struct{}), held: make(chan struct{})}
 			ls := serveBackend(t, server.Options{ShutdownGrace: time.Hour}, gate)
-			r, closeBody := startStream(t, ls.url, tt.path, fmt.Sprintf(tt.body, n))
+			// Not startStream: the first token may show no text yet (a
+			// chat parser holds back what may start a tag), and the gate
+			// holds the generation right after it.
+			r, closeBody := openStream(t, ls.url, tt.path, fmt.Sprintf(tt.body, n))
 			defer closeBody()
+			<-gate.held
 
 			queued := make(chan []byte, 1)
 			go func() {
@@ -374,6 +385,7 @@ func TestShutdownGraceFromConfig(t *testing.T) {
 type gatedBackend struct {
 	*local.Backend
 	release chan struct{}
+	held    chan struct{} // closed when a generation is held (nil: not reported)
 }
 
 func (g *gatedBackend) Generate(ctx context.Context, req server.GenerateRequest, emit func(server.Piece) error) (server.GenerateResult, error) {
@@ -384,6 +396,9 @@ func (g *gatedBackend) Generate(ctx context.Context, req server.GenerateRequest,
 		}
 		if first {
 			first = false
+			if g.held != nil {
+				close(g.held)
+			}
 			select {
 			case <-g.release:
 			case <-ctx.Done():

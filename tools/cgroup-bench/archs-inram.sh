@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # k3 bench vs llama.cpp (k3ref bench: llama-bench's loop, the native SIMD variant, repacked
-# weights) in RAM on the files archs.sh wrote (KEEP=1), two alternating rounds, 2 threads;
+# weights) in RAM on the files archs.sh wrote (KEEP=1), ROUNDS alternating rounds (default 2), 2 threads;
 # ARCHS names the files (DIR/NAME.gguf: any file, e.g. quants.sh's q2_k and iq2_xxs-moe);
 # P and N set the prompt and generated tokens (default 64 and 32).
 # Needs bin/k3 and tools/parity (bash .ci/setup-parity.sh).
@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 K3=${K3:-bin/k3}; REF=${REF:-tools/parity/build/k3ref}; D=${DIR:-/var/tmp/k3-archbench}; O=${OUT:-/tmp/archbench}; mkdir -p $O
 for a in ${ARCHS:-qwen3moe deepseek2 kimi-k3}; do
   m=$D/$a.gguf; cat $m >/dev/null
-  for r in 1 2; do
+  for r in $(seq ${ROUNDS:-2}); do
     echo "$a round $r load $(cut -d' ' -f1 /proc/loadavg)"
     $K3 bench -m $m -p ${P:-64} -n ${N:-32} -t 2 -r 1 --seed $r --json --kernels auto --kernels-mode inprocess > $O/k3-$a-$r.json 2>$O/k3-$a-$r.log
     $REF bench $m -p ${P:-64} -n ${N:-32} --threads 2 --reps 1 --seed $r > $O/ll-$a-$r.json 2>$O/ll-$a-$r.log

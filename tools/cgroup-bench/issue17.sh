@@ -6,9 +6,11 @@
 #     against expert bytes / P, tok/s against k3's own in-RAM prefill of the
 #     same prompt on the same file (page cache warm, no budget);
 #   - decode with lookahead off, fixed and adaptive: bytes per token against
-#     the no-speculation floor, hit rate, wait share, tok/s against the
-#     storage bound (the --report read test of the same run / bytes per
-#     token).
+#     the no-speculation floor (the lookahead-off run), hit rate, wait share,
+#     tok/s against the storage bound: the rate the stager's own reads got in
+#     the run (k3 bench's run_read_bandwidth) / bytes per token, and beside it
+#     the bound by the --report read test before the run (on a virtual disk
+#     that test can see the host's cache of what was just read).
 # Prints one markdown table; every run's JSON, stderr, report and cgroup peak
 # stay under DIR.
 #
@@ -116,8 +118,8 @@ for r in os.environ["ROUTINGS"].split():
     if j:
         inram = j["prefill_tok_s"]["mean"]
 expert = None
-print("| routing | run | chunk | bytes/token (MB) | x floor | hit rate | wait share | tok/s | disk GB/s | bound tok/s | of bound | vs in-RAM | precision | cgroup peak (MB) | limit (MB) | load |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| routing | run | chunk | bytes/token (MB) | x floor | hit rate | wait share | tok/s | run's reads GB/s | bound tok/s | of bound | read test GB/s | of its bound | vs in-RAM | precision | cgroup peak (MB) | limit (MB) | load |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in os.environ["ROUTINGS"].split():
     floor = None
     for run in ["prefill"] + [f"decode-{la}" for la in os.environ["LOOKAHEADS"].split()]:
@@ -137,7 +139,9 @@ for r in os.environ["ROUTINGS"].split():
             bound = bw / bpt if bpt else 0
             x = f"{bpt / fl:.3f} of expert bytes/{P}" if fl else "?"
             vs = f"{rate / inram:.0%}" if inram else "?"
-            print(f"| {r} | prefill {P} | {mode(name)} | {bpt / 1e6:.2f} | {x} | {st.get('expert_hit_rate', 0):.2f} | - | {rate:.2f} | {bw / 1e9:.2f} | {bound:.0f} | {rate / bound if bound else 0:.0%} | {vs} | - | {peak(name):.0f} | {lim:.0f} | {avg(name)} |")
+            rbw = st.get("run_read_bandwidth_bytes_per_second", 0)
+            rb = rbw / bpt if bpt else 0
+            print(f"| {r} | prefill {P} | {mode(name)} | {bpt / 1e6:.2f} | {x} | {st.get('expert_hit_rate', 0):.2f} | - | {rate:.2f} | {rbw / 1e9:.2f} | {rb:.0f} | {rate / rb if rb else 0:.0%} | {bw / 1e9:.2f} | {rate / bound if bound else 0:.0%} | {vs} | - | {peak(name):.0f} | {lim:.0f} | {avg(name)} |")
             continue
         bpt = st.get("decode_bytes_read_per_token", 0)
         if run == "decode-off":
@@ -146,7 +150,8 @@ for r in os.environ["ROUTINGS"].split():
         bound = bw / bpt if bpt else 0
         x = f"{bpt / floor:.3f}" if floor else "?"
         prec = st.get("lookahead_precision", 0)
-        print(f"| {r} | {run} | - | {bpt / 1e6:.1f} | {x} | {st.get('decode_expert_hit_rate', 0):.2f} | {st.get('decode_wait_share', 0):.2f} | {rate:.2f} | {bw / 1e9:.2f} | {bound:.2f} | {rate / bound if bound else 0:.0%} | - | {prec:.2f} | {peak(name):.0f} | {lim:.0f} | {avg(name)} |")
+        rbw, rb = st.get("run_read_bandwidth_bytes_per_second", 0), st.get("storage_bound_decode_tok_s", 0)
+        print(f"| {r} | {run} | - | {bpt / 1e6:.1f} | {x} | {st.get('decode_expert_hit_rate', 0):.2f} | {st.get('decode_wait_share', 0):.2f} | {rate:.2f} | {rbw / 1e9:.2f} | {rb:.2f} | {rate / rb if rb else 0:.0%} | {bw / 1e9:.2f} | {rate / bound if bound else 0:.0%} | - | {prec:.2f} | {peak(name):.0f} | {lim:.0f} | {avg(name)} |")
 if inram:
     print(f"\nk3 in RAM (no budget, page cache warm), prefill {P}: {inram:.2f} tok/s")
 EOF
