@@ -22,15 +22,7 @@ import (
 // counts the prompt once and every choice's tokens; n beyond the slots,
 // n < 1 and n on a route without choices are 400s.
 func TestChoices(t *testing.T) {
-	be, err := local.Open(tinyModel(t), local.Options{Threads: 2, Context: 512, Slots: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
-	s := server.New(server.Options{Parallel: 3, RequestLog: io.Discard, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, be)
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
-	ts := &testServer{Server: hs, srv: s}
+	ts := choicesServer(t)
 
 	const seed = 11
 	routes := []struct{ path, body string }{
@@ -82,15 +74,7 @@ func TestChoices(t *testing.T) {
 // 0..2, result i being what n_cmpl = 1 with seed + i gives; streamed, the
 // chunks carry their result's index and each result ends once.
 func TestNativeChoices(t *testing.T) {
-	be, err := local.Open(tinyModel(t), local.Options{Threads: 2, Context: 512, Slots: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
-	s := server.New(server.Options{Parallel: 3, RequestLog: io.Discard, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, be)
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
-	ts := &testServer{Server: hs, srv: s}
+	ts := choicesServer(t)
 
 	type result struct {
 		Index   int     `json:"index"`
@@ -241,4 +225,18 @@ func choicesOf(t *testing.T, ts *testServer, path, body string, stream bool) ([]
 		texts[i] = reasoning[i] + "|" + texts[i]
 	}
 	return texts, u
+}
+
+// choicesServer is a server of three slots over the tiny model.
+func choicesServer(t *testing.T) *testServer {
+	t.Helper()
+	be, err := local.Open(tinyModel(t), local.Options{Threads: 2, Context: 512, Slots: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	s := server.New(server.Options{Parallel: 3, RequestLog: io.Discard, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, be)
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	return &testServer{Server: hs, srv: s}
 }

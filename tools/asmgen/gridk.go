@@ -83,6 +83,45 @@ func (k *gridk) group(gi int, g VecVirtual, signs Mem, l VecVirtual) {
 	}
 }
 
+// zeroSums returns a row loop's float sums, one an activation row, zeroed.
+func zeroSums(rows int) []VecVirtual {
+	sums := make([]VecVirtual, rows)
+	for j := range sums {
+		sums[j] = XMM()
+		VXORPS(sums[j], sums[j], sums[j])
+	}
+	return sums
+}
+
+// newChains returns one block's int32 accumulators, zeroed, [chain][row]:
+// two chains on one row (groups alternate between them, so two sums are in
+// flight), one on several rows (the rows are independent already).
+func newChains(t *target, rows int) [][]VecVirtual {
+	chains := 1
+	if rows == 1 {
+		chains = 2
+	}
+	acc := make([][]VecVirtual, chains)
+	for c := range acc {
+		acc[c] = make([]VecVirtual, rows)
+		for j := range acc[c] {
+			acc[c][j] = YMM()
+			t.zero(acc[c][j])
+		}
+	}
+	return acc
+}
+
+// foldChains adds row j's second chain (if any) into its first and returns
+// the first.
+func foldChains(acc [][]VecVirtual, j int) VecVirtual {
+	s := acc[0][j]
+	if len(acc) == 2 {
+		VPADDD(acc[1][j], s, s)
+	}
+	return s
+}
+
 // gridLoop emits the kernel over rows (1 or 4) activation rows and nb
 // super-blocks of wsize bytes around body, which adds each row's bsum
 // into k.acc; the block's fp16 d is its first two bytes, grid the table to
@@ -93,36 +132,17 @@ func gridLoop(t *target, name string, rows, wsize int, scale float32, grid Mem, 
 	LEAQ(grid, base)
 	k := newGridK(t, base, rows)
 	k.acts = acts
-	sums := make([]VecVirtual, rows)
-	for j := range sums {
-		sums[j] = XMM()
-		VXORPS(sums[j], sums[j], sums[j])
-	}
+	sums := zeroSums(rows)
 	TESTQ(nb, nb)
 	JZ(LabelRef("done" + fn))
 	Label("loop" + fn)
-	chains := 1
-	if rows == 1 {
-		chains = 2
-	}
-	k.acc = make([][]VecVirtual, chains)
-	for c := range k.acc {
-		k.acc[c] = make([]VecVirtual, rows)
-		for j := range k.acc[c] {
-			k.acc[c][j] = YMM()
-			t.zero(k.acc[c][j])
-		}
-	}
+	k.acc = newChains(t, rows)
 	body(k, wp)
 	dx := XMM()
 	VPBROADCASTW(Mem{Base: wp}, dx)
 	VCVTPH2PS(dx, dx)
 	for j, a := range acts {
-		s := k.acc[0][j]
-		if chains == 2 {
-			VPADDD(k.acc[1][j], s, s)
-		}
-		f := hsumInt(t, s)
+		f := hsumInt(t, foldChains(k.acc, j))
 		d := XMM()
 		VMULSS(a, dx, d) // fp16(d)*d8
 		VMULSS(d, f, f)

@@ -63,32 +63,14 @@ func iq1Loop(t *target, name string, rows, wsize int, grid Mem, body func(k *iq1
 	LEAQ(grid, base)
 	k := &iq1k{t: t, gl: newGridLoad(t, base), acts: acts}
 	k.spill = AllocLocal(32)
-	sums := make([]VecVirtual, rows)
-	for j := range sums {
-		sums[j] = XMM()
-		VXORPS(sums[j], sums[j], sums[j])
-	}
+	sums := zeroSums(rows)
 	TESTQ(nb, nb)
 	JZ(LabelRef("done" + fn))
 	Label("loop" + fn)
-	chains := 1
-	if rows == 1 {
-		chains = 2
-	}
-	k.acc = make([][]VecVirtual, chains)
-	for c := range k.acc {
-		k.acc[c] = make([]VecVirtual, rows)
-		for j := range k.acc[c] {
-			k.acc[c][j] = YMM()
-			t.zero(k.acc[c][j])
-		}
-	}
+	k.acc = newChains(t, rows)
 	d := body(k, wp)
 	for j, a := range acts {
-		s := k.acc[0][j]
-		if chains == 2 {
-			VPADDD(k.acc[1][j], s, s)
-		}
+		s := foldChains(k.acc, j)
 		c := k.corr(j)
 		VPSUBD(c, s, s)
 		f1 := hsumInt(t, s)

@@ -124,9 +124,5 @@ func genIQ2S(t *target, rows int) {
 
 // genIQ2All emits the one-row and four-row kernels of the three types.
 func genIQ2All(t *target) {
-	for _, rows := range []int{1, 4} {
-		genIQ2XXS(t, rows)
-		genIQ2XS(t, rows)
-		genIQ2S(t, rows)
-	}
+	genRows(t, genIQ2XXS, genIQ2XS, genIQ2S)
 }

@@ -104,12 +104,7 @@ func genIQ3XXS(t *target, rows int) {
 
 // genIQ13 emits the IQ3 and IQ1 kernels of one target.
 func genIQ13(t *target) {
-	for _, rows := range []int{1, 4} {
-		genIQ3XXS(t, rows)
-		genIQ3S(t, rows)
-		genIQ1S(t, rows)
-		genIQ1M(t, rows)
-	}
+	genRows(t, genIQ3XXS, genIQ3S, genIQ1S, genIQ1M)
 }
 
 // genIQ3S emits dotIQ3_S<suffix>. The block: d | qs[64] low 8 bits of the

@@ -54,11 +54,15 @@ func main() {
 
 // genIQBMI2 emits the grid kernels whose indices BMI2 makes (wordIdx).
 func genIQBMI2(t *target) {
+	genRows(t, genIQ2S, genIQ3S, genIQ1S, genIQ1M)
+}
+
+// genRows emits each kernel on one and on four activation rows.
+func genRows(t *target, gens ...func(*target, int)) {
 	for _, rows := range []int{1, 4} {
-		genIQ2S(t, rows)
-		genIQ3S(t, rows)
-		genIQ1S(t, rows)
-		genIQ1M(t, rows)
+		for _, gen := range gens {
+			gen(t, rows)
+		}
 	}
 }
 
